@@ -1,0 +1,14 @@
+#include "common/err.h"
+#include <stdarg.h>
+#include <stdio.h>
+
+int pt_errf(pt_err *err, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}

@@ -1,0 +1,33 @@
+// format/tensors.h — the tensors a deepseek2 GGUF holds for given
+// hyper-parameters: names, ggml shapes and roles (shared/docs contract,
+// docs/format.md). The converter lays files out from this list; the engine
+// checks a file against it.
+#ifndef PETREL_FORMAT_TENSORS_H
+#define PETREL_FORMAT_TENSORS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "format/hparams.h"
+
+typedef enum pt_role {
+    PT_ROLE_NORM,      // 1-D norm weights: always F32
+    PT_ROLE_BIAS,      // exp_probs_b.bias: always F32
+    PT_ROLE_ROUTER,    // ffn_gate_inp: always F32 (as llama-quantize)
+    PT_ROLE_TRUNK,     // other trunk matrices: --trunk-type
+    PT_ROLE_EXPERTS,   // ffn_{gate,up,down}_exps: --expert-type
+} pt_role;
+
+typedef struct pt_tensor_spec {
+    char name[64];
+    uint32_t n_dims;
+    uint64_t ne[4];        // ggml order
+    pt_role role;
+    int32_t layer;         // block index, -1 for global tensors
+    bool optional;         // e.g. MTP embed/head copies, output.weight
+} pt_tensor_spec;
+
+// Fills *out with a malloc'ed array of every tensor expected for hp
+// (including optional ones, flagged). Returns the count, -1 on OOM.
+int pt_tensor_specs(const pt_hparams *hp, pt_tensor_spec **out);
+
+#endif

@@ -1,0 +1,49 @@
+// kernels/matmul.h — matrix-vector and matrix-matrix products over the
+// stored weight types.
+//
+// A weight matrix W is `rows` rows of `cols` values each, row-major, in its
+// storage type (one row = pt_row_bytes(type, cols) bytes): the PyTorch
+// [out, in] layout, i.e. GGUF ne = {cols, rows}.
+//
+// Numerics contract (the engine's placement invariant rests on it):
+//  - For Q8_0 / Q4_0 weights the input vector is first quantised to Q8_0
+//    (per 32-block, as ggml's quantize_row_q8_0_ref), each block's integer
+//    dot product is exact, and block results are accumulated in fp32 in a
+//    fixed order. For F32 / F16 / BF16 weights, products are accumulated in
+//    fp32 in a fixed order.
+//  - The result for one output row depends only on that row and the input
+//    vector: never on the batch size, on which other rows are computed, on
+//    the thread count, or on the code path (scalar, AVX2, AVX-512) chosen at
+//    run time. pt_gemm(batch=b) gives, bit for bit, what b pt_gemv calls give.
+#ifndef PETREL_KERNELS_MATMUL_H
+#define PETREL_KERNELS_MATMUL_H
+
+#include <stdint.h>
+#include "kernels/quant.h"
+
+typedef struct pt_mat {
+    const void *data;  // (rows, cols) in storage type `type`
+    pt_dtype type;
+    int64_t rows;      // output dimension
+    int64_t cols;      // input dimension
+} pt_mat;
+
+// y (rows) = W (rows, cols) · x (cols). Threads over rows with OpenMP.
+void pt_gemv(const pt_mat *W, const float *x, float *y);
+
+// Y (batch, rows) = X (batch, cols) · W^T. Same per-row result as pt_gemv.
+void pt_gemm(const pt_mat *W, const float *X, int64_t batch, float *Y);
+
+// Same as pt_gemm but computes only output rows [r0, r1); used for
+// per-head slices of a larger matrix. Y has row stride ldy.
+void pt_gemm_rows(const pt_mat *W, int64_t r0, int64_t r1, const float *X, int64_t batch,
+                  float *Y, int64_t ldy);
+
+// Which code path runs ("scalar", "avx2", "avx512vnni"); can be forced for
+// tests. Returns the previous setting.
+typedef enum { PT_PATH_AUTO = 0, PT_PATH_SCALAR, PT_PATH_AVX2, PT_PATH_AVX512 } pt_kernel_path;
+pt_kernel_path pt_kernel_set_path(pt_kernel_path p);
+const char *pt_kernel_path_name(void);
+bool pt_kernel_path_supported(pt_kernel_path p);
+
+#endif
