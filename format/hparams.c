@@ -1,0 +1,282 @@
+// format/hparams.c — pt_hparams <-> GGUF metadata (llama.cpp deepseek2 keys
+// plus petrel.* extras), validation and KV-cache sizing.
+#include "format/hparams.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define ARCH "deepseek2."
+
+// ---- writing ------------------------------------------------------------------
+
+void pt_hparams_to_gguf(const pt_hparams *hp, gguf_writer *w, uint32_t n_ctx)
+{
+    assert(hp && w);
+    gguf_w_u32(w, ARCH "context_length", n_ctx ? n_ctx : hp->n_ctx_train);
+    gguf_w_u32(w, ARCH "embedding_length", hp->n_embd);
+    gguf_w_u32(w, ARCH "block_count", pt_hp_n_blocks(hp));
+    gguf_w_u32(w, ARCH "feed_forward_length", hp->n_ff);
+    gguf_w_u32(w, ARCH "leading_dense_block_count", hp->n_dense_lead);
+    gguf_w_u32(w, ARCH "vocab_size", hp->n_vocab);
+    gguf_w_u32(w, ARCH "nextn_predict_layers", hp->n_nextn);
+
+    gguf_w_u32(w, ARCH "attention.head_count", hp->n_head);
+    gguf_w_u32(w, ARCH "attention.head_count_kv", 1);
+    gguf_w_f32(w, ARCH "attention.layer_norm_rms_epsilon", hp->rms_eps);
+    if (hp->q_lora_rank)
+        gguf_w_u32(w, ARCH "attention.q_lora_rank", hp->q_lora_rank);
+    gguf_w_u32(w, ARCH "attention.kv_lora_rank", hp->kv_lora_rank);
+    gguf_w_u32(w, ARCH "attention.key_length", hp->kv_lora_rank + hp->qk_rope);
+    gguf_w_u32(w, ARCH "attention.value_length", hp->kv_lora_rank);
+    gguf_w_u32(w, ARCH "attention.key_length_mla", hp->qk_nope + hp->qk_rope);
+    gguf_w_u32(w, ARCH "attention.value_length_mla", hp->v_head);
+    gguf_w_u32(w, ARCH "rope.dimension_count", hp->qk_rope);
+
+    gguf_w_u32(w, ARCH "expert_feed_forward_length", hp->n_ff_exp);
+    gguf_w_u32(w, ARCH "expert_count", hp->n_expert);
+    gguf_w_u32(w, ARCH "expert_used_count", hp->n_expert_used);
+    gguf_w_u32(w, ARCH "expert_shared_count", hp->n_expert_shared);
+    gguf_w_f32(w, ARCH "expert_weights_scale", hp->routed_scale);
+    gguf_w_bool(w, ARCH "expert_weights_norm", hp->norm_topk);
+    gguf_w_u32(w, ARCH "expert_gating_func", hp->gating);
+    gguf_w_u32(w, ARCH "expert_group_count", hp->n_group);
+    gguf_w_u32(w, ARCH "expert_group_used_count", hp->topk_group);
+
+    gguf_w_f32(w, ARCH "rope.freq_base", hp->rope_theta);
+    if (hp->yarn) {
+        gguf_w_str(w, ARCH "rope.scaling.type", "yarn");
+        gguf_w_f32(w, ARCH "rope.scaling.factor", hp->yarn_factor);
+        gguf_w_u32(w, ARCH "rope.scaling.original_context_length", hp->yarn_orig_ctx);
+        gguf_w_f32(w, ARCH "rope.scaling.yarn_log_multiplier", 0.1f * hp->yarn_mscale_all_dim);
+        gguf_w_f32(w, "petrel.rope.scaling.beta_fast", hp->yarn_beta_fast);
+        gguf_w_f32(w, "petrel.rope.scaling.beta_slow", hp->yarn_beta_slow);
+        gguf_w_f32(w, "petrel.rope.scaling.mscale", hp->yarn_mscale);
+        gguf_w_f32(w, "petrel.rope.scaling.mscale_all_dim", hp->yarn_mscale_all_dim);
+    }
+    if (hp->n_eos > 1)
+        gguf_w_arr_i32(w, "petrel.eos_token_ids", hp->eos_ids, hp->n_eos);
+}
+
+// ---- reading ------------------------------------------------------------------
+
+static int get_u32_opt(const gguf_file *g, const char *key, uint32_t *out, uint32_t def, pt_err *err)
+{
+    if (!gguf_get(g, key)) {
+        *out = def;
+        return 0;
+    }
+    return gguf_get_u32(g, key, out, err);
+}
+
+static int get_f32_opt(const gguf_file *g, const char *key, float *out, float def, pt_err *err)
+{
+    if (!gguf_get(g, key)) {
+        *out = def;
+        return 0;
+    }
+    return gguf_get_f32(g, key, out, err);
+}
+
+// u32 key that may also be stored as a per-layer array (expert_feed_forward_length
+// in some files): takes the first element and requires all to be equal.
+static int get_u32_or_arr(const gguf_file *g, const char *key, uint32_t *out, pt_err *err)
+{
+    const gguf_kv *kv = gguf_get(g, key);
+    if (kv && kv->type == GGUF_ARRAY && (kv->arr_type == GGUF_UINT32 || kv->arr_type == GGUF_INT32)) {
+        const uint32_t *a = kv->arr;
+        if (kv->n == 0)
+            return pt_errf(err, "%s: key '%s': empty array", g->path, key);
+        for (uint64_t i = 1; i < kv->n; i++)
+            if (a[i] != a[0] && a[i] != 0)
+                return pt_errf(err, "%s: key '%s': per-layer values differ (%u vs %u), not supported", g->path,
+                               key, a[0], a[i]);
+        *out = a[0];
+        return 0;
+    }
+    return gguf_get_u32(g, key, out, err);
+}
+
+// Token ids stored as u32 (tokenizer.ggml.*) or i32; -1 when absent.
+static int32_t get_token_id(const gguf_file *g, const char *key)
+{
+    const gguf_kv *kv = gguf_get(g, key);
+    if (!kv)
+        return -1;
+    if (kv->type == GGUF_UINT32)
+        return (int32_t)kv->v.u32;
+    if (kv->type == GGUF_INT32)
+        return kv->v.i32;
+    return -1;
+}
+
+int pt_hparams_from_gguf(const gguf_file *g, pt_hparams *hp, pt_err *err)
+{
+    memset(hp, 0, sizeof *hp);
+    const char *arch = gguf_get_str(g, "general.architecture", err);
+    if (!arch)
+        return -1;
+    if (strcmp(arch, "deepseek2") != 0)
+        return pt_errf(err, "%s: general.architecture is '%s', only 'deepseek2' is supported", g->path, arch);
+
+    uint32_t n_blocks = 0;
+    if (gguf_get_u32(g, ARCH "block_count", &n_blocks, err) < 0 ||
+        get_u32_opt(g, ARCH "nextn_predict_layers", &hp->n_nextn, 0, err) < 0)
+        return -1;
+    if (hp->n_nextn >= n_blocks)
+        return pt_errf(err, "%s: key '" ARCH "nextn_predict_layers' = %u >= block_count %u", g->path, hp->n_nextn,
+                       n_blocks);
+    hp->n_layer = n_blocks - hp->n_nextn;
+
+    if (gguf_get_u32(g, ARCH "context_length", &hp->n_ctx_train, err) < 0 ||
+        gguf_get_u32(g, ARCH "embedding_length", &hp->n_embd, err) < 0 ||
+        gguf_get_u32(g, ARCH "attention.head_count", &hp->n_head, err) < 0 ||
+        gguf_get_u32(g, ARCH "attention.kv_lora_rank", &hp->kv_lora_rank, err) < 0 ||
+        get_u32_opt(g, ARCH "attention.q_lora_rank", &hp->q_lora_rank, 0, err) < 0 ||
+        gguf_get_f32(g, ARCH "attention.layer_norm_rms_epsilon", &hp->rms_eps, err) < 0 ||
+        get_u32_or_arr(g, ARCH "expert_feed_forward_length", &hp->n_ff_exp, err) < 0 ||
+        gguf_get_u32(g, ARCH "expert_shared_count", &hp->n_expert_shared, err) < 0 ||
+        gguf_get_u32(g, ARCH "expert_count", &hp->n_expert, err) < 0 ||
+        gguf_get_u32(g, ARCH "expert_used_count", &hp->n_expert_used, err) < 0 ||
+        get_u32_or_arr(g, ARCH "feed_forward_length", &hp->n_ff, err) < 0 ||
+        get_u32_opt(g, ARCH "leading_dense_block_count", &hp->n_dense_lead, 0, err) < 0 ||
+        get_u32_opt(g, ARCH "expert_gating_func", &hp->gating, 1, err) < 0 ||
+        get_u32_opt(g, ARCH "expert_group_count", &hp->n_group, 1, err) < 0 ||
+        get_u32_opt(g, ARCH "expert_group_used_count", &hp->topk_group, 1, err) < 0 ||
+        get_f32_opt(g, ARCH "expert_weights_scale", &hp->routed_scale, 1.0f, err) < 0 ||
+        get_f32_opt(g, ARCH "rope.freq_base", &hp->rope_theta, 10000.0f, err) < 0)
+        return -1;
+    if (gguf_get(g, ARCH "expert_weights_norm")) {
+        if (gguf_get_bool(g, ARCH "expert_weights_norm", &hp->norm_topk, err) < 0)
+            return -1;
+    }
+
+    // Head dimensions: rope from rope.dimension_count; nope / v from the *_mla
+    // keys (MLA files) or, in legacy files, from key_length / value_length.
+    uint32_t key_len = 0, val_len = 0;
+    if (gguf_get_u32(g, ARCH "rope.dimension_count", &hp->qk_rope, err) < 0)
+        return -1;
+    if (gguf_get(g, ARCH "attention.key_length_mla")) {
+        uint32_t kl_mla = 0;
+        if (gguf_get_u32(g, ARCH "attention.key_length_mla", &kl_mla, err) < 0 ||
+            gguf_get_u32(g, ARCH "attention.value_length_mla", &hp->v_head, err) < 0)
+            return -1;
+        if (kl_mla <= hp->qk_rope)
+            return pt_errf(err, "%s: key '" ARCH "attention.key_length_mla' = %u <= rope dimension %u", g->path,
+                           kl_mla, hp->qk_rope);
+        hp->qk_nope = kl_mla - hp->qk_rope;
+    } else {
+        if (gguf_get_u32(g, ARCH "attention.key_length", &key_len, err) < 0 ||
+            gguf_get_u32(g, ARCH "attention.value_length", &val_len, err) < 0)
+            return -1;
+        if (key_len <= hp->qk_rope)
+            return pt_errf(err, "%s: key '" ARCH "attention.key_length' = %u <= rope dimension %u", g->path,
+                           key_len, hp->qk_rope);
+        hp->qk_nope = key_len - hp->qk_rope;
+        hp->v_head = val_len;
+    }
+
+    // Vocabulary size: the key, else the token list's length, else token_embd's shape.
+    const gguf_kv *toks = gguf_get(g, "tokenizer.ggml.tokens");
+    const gguf_tensor *emb = gguf_find_tensor(g, "token_embd.weight");
+    if (gguf_get(g, ARCH "vocab_size")) {
+        if (gguf_get_u32(g, ARCH "vocab_size", &hp->n_vocab, err) < 0)
+            return -1;
+    } else if (toks && toks->type == GGUF_ARRAY) {
+        hp->n_vocab = (uint32_t)toks->n;
+    } else if (emb && emb->n_dims == 2) {
+        hp->n_vocab = (uint32_t)emb->ne[1];
+    } else {
+        return pt_errf(err, "%s: missing key '" ARCH "vocab_size' (and no tokenizer.ggml.tokens)", g->path);
+    }
+
+    // RoPE scaling.
+    const gguf_kv *st = gguf_get(g, ARCH "rope.scaling.type");
+    hp->yarn_beta_fast = 32.0f;
+    hp->yarn_beta_slow = 1.0f;
+    hp->yarn_factor = 1.0f;
+    hp->yarn_mscale = hp->yarn_mscale_all_dim = 1.0f;
+    if (st && st->type == GGUF_STRING && !strcmp(st->str.s, "yarn")) {
+        hp->yarn = true;
+        float mult = 0;
+        if (gguf_get_f32(g, ARCH "rope.scaling.factor", &hp->yarn_factor, err) < 0 ||
+            gguf_get_u32(g, ARCH "rope.scaling.original_context_length", &hp->yarn_orig_ctx, err) < 0 ||
+            get_f32_opt(g, ARCH "rope.scaling.yarn_log_multiplier", &mult, 0.1f, err) < 0)
+            return -1;
+        float all_dim = mult / 0.1f;
+        if (get_f32_opt(g, "petrel.rope.scaling.beta_fast", &hp->yarn_beta_fast, 32.0f, err) < 0 ||
+            get_f32_opt(g, "petrel.rope.scaling.beta_slow", &hp->yarn_beta_slow, 1.0f, err) < 0 ||
+            get_f32_opt(g, "petrel.rope.scaling.mscale_all_dim", &hp->yarn_mscale_all_dim, all_dim, err) < 0 ||
+            get_f32_opt(g, "petrel.rope.scaling.mscale", &hp->yarn_mscale, hp->yarn_mscale_all_dim, err) < 0)
+            return -1;
+    } else if (st && (st->type != GGUF_STRING || strcmp(st->str.s, "none") != 0)) {
+        return pt_errf(err, "%s: key '" ARCH "rope.scaling.type' = '%s' is not supported (yarn or none)", g->path,
+                       st->type == GGUF_STRING ? st->str.s : "?");
+    }
+
+    // Special tokens.
+    hp->bos_id = get_token_id(g, "tokenizer.ggml.bos_token_id");
+    const gguf_kv *eos = gguf_get(g, "petrel.eos_token_ids");
+    if (eos && eos->type == GGUF_ARRAY && eos->arr_type == GGUF_INT32 && eos->n > 0) {
+        hp->n_eos = eos->n > PT_MAX_EOS ? PT_MAX_EOS : (uint32_t)eos->n;
+        memcpy(hp->eos_ids, eos->arr, hp->n_eos * sizeof(int32_t));
+    } else {
+        int32_t e = get_token_id(g, "tokenizer.ggml.eos_token_id");
+        if (e >= 0) {
+            hp->n_eos = 1;
+            hp->eos_ids[0] = e;
+        }
+    }
+    return pt_hparams_validate(hp, g->path, err);
+}
+
+// ---- validation -----------------------------------------------------------------
+
+int pt_hparams_validate(const pt_hparams *hp, const char *what, pt_err *err)
+{
+#define REQ(cond, field, fmt, ...) \
+    do { if (!(cond)) return pt_errf(err, "%s: %s: " fmt, what, field, ##__VA_ARGS__); } while (0)
+    REQ(hp->n_vocab > 0, "vocab_size", "must be > 0");
+    REQ(hp->n_embd > 0, "hidden_size", "must be > 0");
+    REQ(hp->n_layer > 0, "num_hidden_layers", "must be > 0");
+    REQ(hp->n_nextn <= 4, "num_nextn_predict_layers", "%u is more than 4", hp->n_nextn);
+    REQ(hp->n_head > 0, "num_attention_heads", "must be > 0");
+    REQ(hp->kv_lora_rank > 0, "kv_lora_rank", "must be > 0 (MLA)");
+    REQ(hp->qk_nope > 0, "qk_nope_head_dim", "must be > 0");
+    REQ(hp->qk_rope > 0 && hp->qk_rope % 2 == 0, "qk_rope_head_dim", "%u must be even and > 0", hp->qk_rope);
+    REQ(hp->v_head > 0, "v_head_dim", "must be > 0");
+    REQ(hp->n_dense_lead <= hp->n_layer, "first_k_dense_replace", "%u exceeds num_hidden_layers %u",
+        hp->n_dense_lead, hp->n_layer);
+    REQ(hp->n_dense_lead == 0 || hp->n_ff > 0, "intermediate_size", "must be > 0 with dense layers");
+    bool has_moe = hp->n_dense_lead < pt_hp_n_blocks(hp);
+    if (has_moe) {
+        REQ(hp->n_expert > 0, "n_routed_experts", "must be > 0");
+        REQ(hp->n_ff_exp > 0, "moe_intermediate_size", "must be > 0");
+        REQ(hp->n_expert_used > 0 && hp->n_expert_used <= hp->n_expert, "num_experts_per_tok",
+            "%u must be in 1..n_routed_experts (%u)", hp->n_expert_used, hp->n_expert);
+        REQ(hp->n_group >= 1 && hp->n_expert % hp->n_group == 0, "n_group",
+            "%u must divide n_routed_experts (%u)", hp->n_group, hp->n_expert);
+        REQ(hp->topk_group >= 1 && hp->topk_group <= hp->n_group, "topk_group", "%u must be in 1..n_group (%u)",
+            hp->topk_group, hp->n_group);
+        REQ(hp->n_group == 1 || hp->n_expert_used <= hp->topk_group * (hp->n_expert / hp->n_group),
+            "num_experts_per_tok", "%u exceeds the experts in topk_group groups", hp->n_expert_used);
+    }
+    REQ(hp->gating == 1 || hp->gating == 2, "scoring_func", "gating %u is not softmax (1) or sigmoid (2)",
+        hp->gating);
+    REQ(hp->rms_eps > 0 && isfinite(hp->rms_eps), "rms_norm_eps", "must be > 0");
+    REQ(hp->rope_theta > 0 && isfinite(hp->rope_theta), "rope_theta", "must be > 0");
+    REQ(isfinite(hp->routed_scale) && hp->routed_scale > 0, "routed_scaling_factor", "must be > 0");
+    if (hp->yarn) {
+        REQ(hp->yarn_factor >= 1 && isfinite(hp->yarn_factor), "rope_scaling.factor", "must be >= 1");
+        REQ(hp->yarn_orig_ctx > 0, "rope_scaling.original_max_position_embeddings", "must be > 0");
+    }
+    REQ(hp->n_eos <= PT_MAX_EOS, "eos_token_id", "more than %d ids", PT_MAX_EOS);
+#undef REQ
+    return 0;
+}
+
+uint64_t pt_hparams_kv_bytes_per_token(const pt_hparams *hp, uint32_t elem_size)
+{
+    return (uint64_t)pt_hp_n_blocks(hp) * (hp->kv_lora_rank + hp->qk_rope) * elem_size;
+}

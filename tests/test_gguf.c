@@ -1,0 +1,292 @@
+// tests/test_gguf.c — GGUF writer/reader round trip, byte layout against a
+// hand-assembled reference, hparams metadata round trip, tensor list, and
+// rejection of malformed files.
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "format/gguf.h"
+#include "format/hparams.h"
+#include "format/tensors.h"
+#include "kernels/quant.h"
+#include "tests/testutil.h"
+
+// ---- a hand-written GGUF byte builder (the independent reference) ----------
+typedef struct bb {
+    uint8_t *p;
+    size_t n, cap;
+} bb;
+static void bb_put(bb *b, const void *src, size_t n)
+{
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2 + 64;
+        b->p = realloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->n, src, n);
+    b->n += n;
+}
+static void bb_u32(bb *b, uint32_t v) { bb_put(b, &v, 4); }
+static void bb_u64(bb *b, uint64_t v) { bb_put(b, &v, 8); }
+static void bb_str(bb *b, const char *s) { bb_u64(b, strlen(s)); bb_put(b, s, strlen(s)); }
+static void bb_pad(bb *b, size_t a) { while (b->n % a) { uint8_t z = 0; bb_put(b, &z, 1); } }
+
+static void write_bytes(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert(f);
+    cr_assert_eq(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
+// Reference file: 2 keys, 2 tensors (f32 {3,2} and q8_0 {32}), alignment 64.
+static bb reference_file(uint64_t off1_override, uint32_t type1_override)
+{
+    bb b = {0};
+    bb_put(&b, "GGUF", 4);
+    bb_u32(&b, 3);
+    bb_u64(&b, 2); // tensors
+    bb_u64(&b, 2); // kv
+    bb_str(&b, "general.alignment"); bb_u32(&b, GGUF_UINT32); bb_u32(&b, 64);
+    bb_str(&b, "x.name"); bb_u32(&b, GGUF_STRING); bb_str(&b, "hello");
+    bb_str(&b, "a"); bb_u32(&b, 2); bb_u64(&b, 3); bb_u64(&b, 2); bb_u32(&b, PT_F32); bb_u64(&b, 0);
+    bb_str(&b, "b"); bb_u32(&b, 1); bb_u64(&b, 32); bb_u32(&b, type1_override); bb_u64(&b, off1_override);
+    bb_pad(&b, 64);
+    float a[6] = {1, 2, 3, 4, 5, 6};
+    bb_put(&b, a, sizeof a);
+    bb_pad(&b, 64);
+    uint8_t q[34];
+    for (int i = 0; i < 34; i++)
+        q[i] = (uint8_t)i;
+    bb_put(&b, q, 34);
+    bb_pad(&b, 64);
+    return b;
+}
+
+Test(gguf, writer_matches_hand_assembled_bytes)
+{
+    gguf_writer *w = gguf_writer_new(64);
+    gguf_w_u32(w, "general.alignment", 64);
+    gguf_w_str(w, "x.name", "hello");
+    int ia = gguf_w_tensor(w, "a", 2, (uint64_t[]){3, 2}, PT_F32);
+    int ib = gguf_w_tensor(w, "b", 1, (uint64_t[]){32}, PT_Q8_0);
+    bb ref = reference_file(64, PT_Q8_0);
+    uint64_t hlen;
+    uint8_t *h = gguf_writer_header(w, &hlen);
+    cr_assert_not_null(h);
+    cr_assert_eq(gguf_writer_header_size(w), hlen);
+    cr_assert_eq(gguf_writer_tensor_offset(w, ia), hlen);
+    cr_assert_eq(gguf_writer_tensor_offset(w, ib), hlen + 64);
+    cr_assert_eq(gguf_writer_tensor_size(w, ib), 34);
+    cr_assert_eq(gguf_writer_total_size(w), ref.n);
+    cr_assert(memcmp(h, ref.p, hlen) == 0, "header bytes differ from the hand-assembled reference");
+    free(h);
+    gguf_writer_free(w);
+    free(ref.p);
+}
+
+Test(gguf, reader_parses_reference)
+{
+    char *dir = tu_tmpdir("gguf");
+    char path[512];
+    snprintf(path, sizeof path, "%s/ref.gguf", dir);
+    bb ref = reference_file(64, PT_Q8_0);
+    write_bytes(path, ref.p, ref.n);
+    pt_err err = {0};
+    gguf_file *g = gguf_open(path, &err);
+    cr_assert_not_null(g, "%s", err.msg);
+    cr_assert_eq(g->version, 3);
+    cr_assert_eq(g->alignment, 64);
+    cr_assert_eq(g->n_tensors, 2);
+    cr_assert_str_eq(gguf_get_str(g, "x.name", &err), "hello");
+    uint32_t al;
+    cr_assert_eq(gguf_get_u32(g, "general.alignment", &al, &err), 0);
+    cr_assert_eq(al, 64);
+    // Type mismatch and missing keys name the key.
+    float f;
+    cr_assert_eq(gguf_get_f32(g, "general.alignment", &f, &err), -1);
+    cr_assert(strstr(err.msg, "general.alignment"));
+    cr_assert_eq(gguf_get_u32(g, "nope", &al, &err), -1);
+    cr_assert(strstr(err.msg, "nope"));
+    const gguf_tensor *a = gguf_find_tensor(g, "a"), *b = gguf_find_tensor(g, "b");
+    cr_assert(a && b);
+    cr_assert_eq(a->offset % 64, 0);
+    cr_assert_eq(a->size, 24);
+    cr_assert_eq(b->size, 34);
+    cr_assert_eq(b->offset, a->offset + 64);
+    float av[6];
+    cr_assert_eq(gguf_read(g, a->offset, av, sizeof av, &err), 0);
+    cr_assert_eq(av[5], 6.0f);
+    uint8_t bv[34];
+    cr_assert_eq(gguf_read(g, b->offset, bv, 34, &err), 0);
+    cr_assert_eq(bv[33], 33);
+    gguf_close(g);
+    free(ref.p);
+    tu_rmrf(dir);
+    free(dir);
+}
+
+static void expect_reject(const void *p, size_t n, const char *needle)
+{
+    char *dir = tu_tmpdir("gguf");
+    char path[512];
+    snprintf(path, sizeof path, "%s/bad.gguf", dir);
+    write_bytes(path, p, n);
+    pt_err err = {0};
+    gguf_file *g = gguf_open(path, &err);
+    cr_assert_null(g, "accepted a bad file (expected '%s')", needle);
+    cr_assert(strstr(err.msg, path), "error does not name the file: %s", err.msg);
+    cr_assert(strstr(err.msg, needle), "error '%s' lacks '%s'", err.msg, needle);
+    tu_rmrf(dir);
+    free(dir);
+}
+
+Test(gguf, rejects_malformed)
+{
+    bb ok = reference_file(64, PT_Q8_0);
+    // Truncated inside the header, and inside the data of tensor 'b'.
+    expect_reject(ok.p, 60, "truncated");
+    expect_reject(ok.p, ok.n - 64, "'b'");
+    // Bad magic, bad version.
+    uint8_t *c = malloc(ok.n);
+    memcpy(c, ok.p, ok.n);
+    c[0] = 'X';
+    expect_reject(c, ok.n, "magic");
+    memcpy(c, ok.p, ok.n);
+    c[4] = 9;
+    expect_reject(c, ok.n, "version");
+    free(c);
+    // Misaligned offset, overlapping tensors, unknown type, out of range.
+    bb m = reference_file(8, PT_Q8_0);
+    expect_reject(m.p, m.n, "aligned");
+    free(m.p);
+    bb o = reference_file(0, PT_Q8_0);
+    expect_reject(o.p, o.n, "overlaps");
+    free(o.p);
+    bb t = reference_file(64, 77);
+    expect_reject(t.p, t.n, "type");
+    free(t.p);
+    bb r = reference_file(1u << 20, PT_Q8_0);
+    expect_reject(r.p, r.n, "past end");
+    free(r.p);
+    free(ok.p);
+}
+
+// A DeepSeek-V3-like hparams set with small sizes.
+static pt_hparams small_hp(void)
+{
+    pt_hparams hp = {
+        .n_vocab = 512, .n_embd = 256, .n_layer = 4, .n_nextn = 1, .n_ctx_train = 256, .n_head = 4,
+        .q_lora_rank = 192, .kv_lora_rank = 160, .qk_nope = 32, .qk_rope = 16, .v_head = 32, .n_ff = 512,
+        .n_ff_exp = 128, .n_expert = 16, .n_expert_used = 4, .n_expert_shared = 1, .n_dense_lead = 1,
+        .n_group = 4, .topk_group = 2, .gating = 2, .norm_topk = true, .routed_scale = 2.5f, .rms_eps = 1e-6f,
+        .rope_theta = 10000.0f, .yarn = true, .yarn_factor = 4, .yarn_orig_ctx = 64, .yarn_beta_fast = 32,
+        .yarn_beta_slow = 1, .yarn_mscale = 0.75f, .yarn_mscale_all_dim = 0.5f, .bos_id = 0, .n_eos = 2,
+        .eos_ids = {1, 7},
+    };
+    return hp;
+}
+
+Test(gguf, hparams_round_trip_and_key_types)
+{
+    pt_hparams hp = small_hp();
+    pt_err err = {0};
+    cr_assert_eq(pt_hparams_validate(&hp, "t", &err), 0, "%s", err.msg);
+    gguf_writer *w = gguf_writer_new(4096);
+    gguf_w_str(w, "general.architecture", "deepseek2");
+    gguf_w_u32(w, "general.alignment", 4096);
+    pt_hparams_to_gguf(&hp, w, 0);
+    gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 0);
+    pt_tensor_spec *specs;
+    int n = pt_tensor_specs(&hp, &specs);
+    cr_assert_gt(n, 0);
+    for (int i = 0; i < n; i++)
+        if (!specs[i].optional)
+            gguf_w_tensor(w, specs[i].name, specs[i].n_dims, specs[i].ne, PT_F32);
+    uint64_t hlen;
+    void *h = gguf_writer_header(w, &hlen);
+    char *dir = tu_tmpdir("gguf");
+    char path[512];
+    snprintf(path, sizeof path, "%s/hp.gguf", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    cr_assert(fd >= 0);
+    cr_assert_eq(pwrite(fd, h, hlen, 0), (ssize_t)hlen);
+    cr_assert_eq(ftruncate(fd, (off_t)gguf_writer_total_size(w)), 0);
+    close(fd);
+    free(h);
+    gguf_writer_free(w);
+
+    gguf_file *g = gguf_open(path, &err);
+    cr_assert_not_null(g, "%s", err.msg);
+    cr_assert_eq(g->alignment, 4096);
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        cr_assert_eq(g->tensors[i].offset % 4096, 0);
+    // Exact types as llama.cpp requires.
+    cr_assert_eq(gguf_get(g, "deepseek2.block_count")->type, GGUF_UINT32);
+    cr_assert_eq(gguf_get(g, "deepseek2.block_count")->v.u32, 5);
+    cr_assert_eq(gguf_get(g, "deepseek2.expert_weights_norm")->type, GGUF_BOOL);
+    cr_assert_eq(gguf_get(g, "deepseek2.rope.scaling.yarn_log_multiplier")->type, GGUF_FLOAT32);
+    cr_assert_float_eq(gguf_get(g, "deepseek2.rope.scaling.yarn_log_multiplier")->v.f32, 0.05f, 1e-7);
+    cr_assert_eq(gguf_get(g, "deepseek2.attention.key_length")->v.u32, 160 + 16);
+    cr_assert_eq(gguf_get(g, "deepseek2.attention.value_length")->v.u32, 160);
+    cr_assert_eq(gguf_get(g, "deepseek2.attention.key_length_mla")->v.u32, 48);
+    cr_assert_eq(gguf_get(g, "deepseek2.attention.head_count_kv")->v.u32, 1);
+    cr_assert_eq(gguf_get(g, "deepseek2.expert_gating_func")->v.u32, 2);
+    cr_assert_eq(gguf_get(g, "petrel.eos_token_ids")->arr_type, GGUF_INT32);
+
+    pt_hparams back;
+    cr_assert_eq(pt_hparams_from_gguf(g, &back, &err), 0, "%s", err.msg);
+    cr_assert_eq(back.n_layer, 4);
+    cr_assert_eq(back.n_nextn, 1);
+    cr_assert_eq(back.qk_nope, 32);
+    cr_assert_eq(back.v_head, 32);
+    cr_assert_eq(back.q_lora_rank, 192);
+    cr_assert_eq(back.n_group, 4);
+    cr_assert_eq(back.topk_group, 2);
+    cr_assert(back.yarn && back.norm_topk);
+    cr_assert_eq(back.yarn_mscale, 0.75f);
+    cr_assert_eq(back.yarn_mscale_all_dim, 0.5f);
+    cr_assert_eq(back.n_eos, 2);
+    cr_assert_eq(back.eos_ids[1], 7);
+    cr_assert_eq(back.bos_id, 0);
+    cr_assert_eq(memcmp(&back.n_vocab, &hp.n_vocab, offsetof(pt_hparams, gating) - offsetof(pt_hparams, n_vocab)),
+                 0);
+    // KV bytes per token: (4 + 1) x (160 + 16) x 4.
+    cr_assert_eq(pt_hparams_kv_bytes_per_token(&back, 4), 5u * 176 * 4);
+    gguf_close(g);
+    free(specs);
+    tu_rmrf(dir);
+    free(dir);
+}
+
+Test(gguf, tensor_specs_follow_contract)
+{
+    pt_hparams hp = small_hp();
+    pt_tensor_spec *s;
+    int n = pt_tensor_specs(&hp, &s);
+    const pt_tensor_spec *kb = NULL, *vb = NULL, *gx = NULL, *dx = NULL, *eh = NULL, *shn = NULL, *emb = NULL;
+    int n_exps = 0;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(s[i].name, "blk.1.attn_k_b.weight")) kb = &s[i];
+        if (!strcmp(s[i].name, "blk.1.attn_v_b.weight")) vb = &s[i];
+        if (!strcmp(s[i].name, "blk.2.ffn_gate_exps.weight")) gx = &s[i];
+        if (!strcmp(s[i].name, "blk.2.ffn_down_exps.weight")) dx = &s[i];
+        if (!strcmp(s[i].name, "blk.4.nextn.eh_proj.weight")) eh = &s[i];
+        if (!strcmp(s[i].name, "blk.4.nextn.shared_head_norm.weight")) shn = &s[i];
+        if (!strcmp(s[i].name, "blk.4.nextn.embed_tokens.weight")) emb = &s[i];
+        if (s[i].role == PT_ROLE_EXPERTS) n_exps++;
+        cr_assert(strcmp(s[i].name, "blk.0.ffn_gate_inp.weight") != 0, "dense block has a router");
+    }
+    cr_assert(kb && vb && gx && dx && eh && shn && emb);
+    cr_assert(kb->ne[0] == 32 && kb->ne[1] == 160 && kb->ne[2] == 4);
+    cr_assert(vb->ne[0] == 160 && vb->ne[1] == 32 && vb->ne[2] == 4);
+    cr_assert(gx->ne[0] == 256 && gx->ne[1] == 128 && gx->ne[2] == 16);
+    cr_assert(dx->ne[0] == 128 && dx->ne[1] == 256 && dx->ne[2] == 16);
+    cr_assert(eh->ne[0] == 512 && eh->ne[1] == 256);
+    cr_assert(!shn->optional && emb->optional);
+    cr_assert_eq(n_exps, 3 * 4); // MoE blocks 1,2,3 and MTP block 4
+    free(s);
+}
