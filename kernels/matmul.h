@@ -35,12 +35,20 @@ void pt_gemv(const pt_mat *W, const float *x, float *y);
 void pt_gemm(const pt_mat *W, const float *X, int64_t batch, float *Y);
 
 // Same as pt_gemm but computes only output rows [r0, r1); used for
-// per-head slices of a larger matrix. Y has row stride ldy.
+// per-head slices of a larger matrix. Y has row stride ldy and Y points at
+// row r0's output: Y[b * ldy + (r - r0)] = W[r] · X[b] (pass Y + r0 to
+// write into a full-width output).
 void pt_gemm_rows(const pt_mat *W, int64_t r0, int64_t r1, const float *X, int64_t batch,
                   float *Y, int64_t ldy);
 
+// Frees the calling thread's grow-only activation scratch (optional; the
+// buffers are reused across calls so the decode loop does not allocate).
+void pt_matmul_scratch_free(void);
+
 // Which code path runs ("scalar", "avx2", "avx512vnni"); can be forced for
-// tests. Returns the previous setting.
+// tests. Returns the previous setting. Forcing a path the CPU lacks falls
+// back to the best supported one below it (check pt_kernel_path_supported).
+// Not meant to be changed while other threads are multiplying.
 typedef enum { PT_PATH_AUTO = 0, PT_PATH_SCALAR, PT_PATH_AVX2, PT_PATH_AVX512 } pt_kernel_path;
 pt_kernel_path pt_kernel_set_path(pt_kernel_path p);
 const char *pt_kernel_path_name(void);

@@ -1,0 +1,75 @@
+// kernels/kern_internal.h — what matmul.c / ops.c expect from each code
+// path (scalar, AVX2, AVX-512). Not a public header.
+//
+// THE NUMERICS CONTRACT (every path reproduces it bit for bit):
+//
+// Block-quantised weights (Q8_0, Q4_0) with a Q8_0-quantised activation:
+//   for block b = 0 .. nb-1 (in order):
+//     s_b  = exact int32 dot of the 32 weight quants with the 32 activation
+//            quants (Q4_0: nibbles minus 8)
+//     dd_b = fp32(d_w[b]) * fp32(d_x[b])      (exact: 11x11-bit mantissas)
+//     acc[b % 8] = fmaf((float)s_b, dd_b, acc[b % 8])   (acc starts at +0)
+//   result = reduce8(acc)
+// Float weights (F32, F16, BF16 converted exactly to f32) with f32 input:
+//   for i = 0 .. n-1: acc[i % 16] = fmaf(w_i, x_i, acc[i % 16])
+//   result = reduce8(acc[i] + acc[i + 8], i = 0..7)
+// reduce8(a) = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)),
+// the natural 256->128->64->32-bit halving of an 8-lane register.
+//
+// Zero-padding a tail is allowed in a SIMD path: an accumulator that starts
+// at +0 can never become -0, so fmaf(0, 0, acc) == acc exactly.
+#ifndef PETREL_KERNELS_KERN_INTERNAL_H
+#define PETREL_KERNELS_KERN_INTERNAL_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "kernels/quant.h"
+
+// A set of activation vectors quantised to Q8_0, split into arrays so that
+// SIMD code can load 8 consecutive block scales at once.
+typedef struct pt_q8act {
+    const int8_t *qs;   // (nvec, nb * 32) quants, 32-byte aligned rows
+    const float *d;     // (nvec, nb) block scale, fp16-rounded, as f32
+    const int32_t *s8;  // (nvec, nb) 8 * sum of the block's quants (Q4_0 offset)
+    int64_t nb;         // blocks per vector
+} pt_q8act;
+
+// Dot products of `nrows` weight rows (row r at w + r*rb) with vectors
+// [v0, v0+nvec) of x; y[(v - v0) * ldy + r] receives row r · vector v.
+typedef void (*pt_qtile_fn)(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows,
+                            const pt_q8act *x, int64_t v0, int64_t nvec, float *y, int64_t ldy);
+// Same for float weight types; X rows are f32 vectors of `cols` with stride ldx.
+typedef void (*pt_ftile_fn)(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, int64_t cols,
+                            const float *X, int64_t ldx, int64_t nvec, float *y, int64_t ldy);
+
+typedef struct pt_kern {
+    const char *name;   // "scalar", "avx2", "avx512vnni"
+    pt_qtile_fn qtile;  // block-quantised weights
+    pt_ftile_fn ftile;  // F32 / F16 / BF16 weights
+    float (*dot_f32)(const float *a, const float *b, int64_t n); // 16-lane order
+    void (*axpy)(float *y, float a, const float *x, int64_t n);   // y = fmaf(a, x, y)
+} pt_kern;
+
+extern const pt_kern pt_kern_scalar;
+#if defined(__x86_64__)
+extern const pt_kern pt_kern_avx2;
+extern const pt_kern pt_kern_avx512;
+#endif
+
+// The path in force (set by matmul.c's dispatch).
+const pt_kern *pt_kern_current(void);
+
+static inline float pt_reduce8(const float a[8])
+{
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+static inline float pt_reduce16(const float a[16])
+{
+    float t[8];
+    for (int i = 0; i < 8; i++)
+        t[i] = a[i] + a[i + 8];
+    return pt_reduce8(t);
+}
+
+#endif

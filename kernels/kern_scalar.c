@@ -1,0 +1,108 @@
+// kernels/kern_scalar.c — the portable path: a literal transcription of the
+// numerics contract in kernels/kern_internal.h. The SIMD paths must match it
+// bit for bit; the tests compare them.
+#include "kernels/kern_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+static uint16_t load_u16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+// Integer dot of one weight block with one activation block.
+static int32_t block_dot_q8(const uint8_t *wb, const int8_t *xq)
+{
+    const int8_t *q = (const int8_t *)(wb + 2);
+    int32_t s = 0;
+    for (int j = 0; j < QK; j++)
+        s += (int32_t)q[j] * xq[j];
+    return s;
+}
+
+static int32_t block_dot_q4(const uint8_t *wb, const int8_t *xq)
+{
+    const uint8_t *q = wb + 2;
+    int32_t s = 0;
+    for (int j = 0; j < QK / 2; j++)
+        s += ((q[j] & 0xF) - 8) * (int32_t)xq[j] + ((q[j] >> 4) - 8) * (int32_t)xq[j + QK / 2];
+    return s;
+}
+
+static float row_dot_q(pt_dtype t, const uint8_t *w, const int8_t *xq, const float *xd, int64_t nb)
+{
+    const size_t bs = t == PT_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+    float acc[8] = {0};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = w + b * bs;
+        int32_t s = t == PT_Q8_0 ? block_dot_q8(wb, xq + b * QK) : block_dot_q4(wb, xq + b * QK);
+        float dd = pt_fp16_to_f32(load_u16(wb)) * xd[b];
+        acc[b % 8] = fmaf((float)s, dd, acc[b % 8]);
+    }
+    return pt_reduce8(acc);
+}
+
+static void qtile_scalar(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x,
+                         int64_t v0, int64_t nvec, float *y, int64_t ldy)
+{
+    for (int64_t v = 0; v < nvec; v++) {
+        const int8_t *xq = x->qs + (v0 + v) * x->nb * QK;
+        const float *xd = x->d + (v0 + v) * x->nb;
+        for (int64_t r = 0; r < nrows; r++)
+            y[v * ldy + r] = row_dot_q(t, w + r * rb, xq, xd, x->nb);
+    }
+}
+
+static float welem(pt_dtype t, const uint8_t *w, int64_t i)
+{
+    switch (t) {
+    case PT_F32: {
+        float f;
+        memcpy(&f, w + i * 4, 4);
+        return f;
+    }
+    case PT_F16: return pt_fp16_to_f32(load_u16(w + i * 2));
+    case PT_BF16: return pt_bf16_to_f32(load_u16(w + i * 2));
+    default: return NAN;
+    }
+}
+
+static void ftile_scalar(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, int64_t cols,
+                         const float *X, int64_t ldx, int64_t nvec, float *y, int64_t ldy)
+{
+    for (int64_t v = 0; v < nvec; v++) {
+        const float *x = X + v * ldx;
+        for (int64_t r = 0; r < nrows; r++) {
+            const uint8_t *wr = w + r * rb;
+            float acc[16] = {0};
+            for (int64_t i = 0; i < cols; i++)
+                acc[i % 16] = fmaf(welem(t, wr, i), x[i], acc[i % 16]);
+            y[v * ldy + r] = pt_reduce16(acc);
+        }
+    }
+}
+
+static float dot_f32_scalar(const float *a, const float *b, int64_t n)
+{
+    float acc[16] = {0};
+    for (int64_t i = 0; i < n; i++)
+        acc[i % 16] = fmaf(a[i], b[i], acc[i % 16]);
+    return pt_reduce16(acc);
+}
+
+static void axpy_scalar(float *y, float a, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = fmaf(a, x[i], y[i]);
+}
+
+const pt_kern pt_kern_scalar = {
+    .name = "scalar",
+    .qtile = qtile_scalar,
+    .ftile = ftile_scalar,
+    .dot_f32 = dot_f32_scalar,
+    .axpy = axpy_scalar,
+};

@@ -1,0 +1,196 @@
+// kernels/matmul.c — pt_gemv / pt_gemm / pt_gemm_rows: activation
+// quantisation, OpenMP tiling over output rows (and batch vectors), and the
+// run-time choice of code path. The arithmetic itself lives in kern_*.c and
+// follows the contract in kernels/kern_internal.h, so the result of one
+// output row never depends on tiling, threads or path.
+#include "kernels/matmul.h"
+#include "kernels/kern_internal.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <omp.h>
+
+// ---- path selection ------------------------------------------------------
+
+static _Atomic(const pt_kern *) g_kern;          // NULL until first use
+static _Atomic int g_path = PT_PATH_AUTO;         // the requested setting
+
+bool pt_kernel_path_supported(pt_kernel_path p)
+{
+    switch (p) {
+    case PT_PATH_AUTO:
+    case PT_PATH_SCALAR: return true;
+#if defined(__x86_64__)
+    case PT_PATH_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    case PT_PATH_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+               __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+    default: return false;
+#endif
+    }
+    return false;
+}
+
+// The kernel table for a setting; an unsupported request falls back to the
+// best supported path below it.
+static const pt_kern *resolve(pt_kernel_path p)
+{
+#if defined(__x86_64__)
+    if ((p == PT_PATH_AUTO || p == PT_PATH_AVX512) && pt_kernel_path_supported(PT_PATH_AVX512))
+        return &pt_kern_avx512;
+    if ((p == PT_PATH_AUTO || p == PT_PATH_AVX512 || p == PT_PATH_AVX2) &&
+        pt_kernel_path_supported(PT_PATH_AVX2))
+        return &pt_kern_avx2;
+#else
+    (void)p;
+#endif
+    return &pt_kern_scalar;
+}
+
+pt_kernel_path pt_kernel_set_path(pt_kernel_path p)
+{
+    pt_kernel_path prev = (pt_kernel_path)atomic_exchange(&g_path, (int)p);
+    atomic_store(&g_kern, resolve(p));
+    return prev;
+}
+
+const pt_kern *pt_kern_current(void)
+{
+    const pt_kern *k = atomic_load_explicit(&g_kern, memory_order_acquire);
+    if (!k) {
+        k = resolve((pt_kernel_path)atomic_load(&g_path));
+        atomic_store(&g_kern, k);
+    }
+    return k;
+}
+
+const char *pt_kernel_path_name(void) { return pt_kern_current()->name; }
+
+// ---- activation quantisation (ggml's quantize_row_q8_0_ref) -------------
+
+// Scratch owned by the calling thread, grown on demand and never shrunk, so
+// the decode loop does not allocate after its first token.
+static _Thread_local void *t_scratch;
+static _Thread_local size_t t_scratch_cap;
+
+static void *scratch(size_t bytes)
+{
+    if (bytes > t_scratch_cap) {
+        free(t_scratch);
+        size_t cap = (bytes + 4095) & ~(size_t)4095;
+        t_scratch = aligned_alloc(64, cap);
+        assert(t_scratch);
+        memset(t_scratch, 0, cap); // fault the pages in now
+        t_scratch_cap = cap;
+    }
+    return t_scratch;
+}
+
+void pt_matmul_scratch_free(void)
+{
+    free(t_scratch);
+    t_scratch = NULL;
+    t_scratch_cap = 0;
+}
+
+// One vector of n values -> nb blocks of quants, scales and 8*sums. The
+// quants are those of pt_quantize_row(PT_Q8_0) bit for bit.
+static void quantize_act(const float *x, int64_t nb, int8_t *qs, float *d, int32_t *s8)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        const float *xb = x + b * QK;
+        float amax = 0.0f;
+        for (int j = 0; j < QK; j++) {
+            float a = fabsf(xb[j]);
+            amax = amax > a ? amax : a;
+        }
+        const float db = amax / 127.0f;
+        const float id = db != 0.0f ? 1.0f / db : 0.0f;
+        int32_t sum = 0;
+        for (int j = 0; j < QK; j++) {
+            int8_t q = (int8_t)roundf(xb[j] * id);
+            qs[b * QK + j] = q;
+            sum += q;
+        }
+        d[b] = pt_fp16_to_f32(pt_f32_to_fp16(db));
+        s8[b] = 8 * sum;
+    }
+}
+
+// ---- tiling and threading ------------------------------------------------
+
+enum { SERIAL_WORK = 1 << 16 }; // below this many weight elements x vectors: one thread
+
+void pt_gemm_rows(const pt_mat *W, int64_t r0, int64_t r1, const float *X, int64_t batch,
+                  float *Y, int64_t ldy)
+{
+    assert(W && X && Y);
+    assert(0 <= r0 && r0 <= r1 && r1 <= W->rows && batch >= 0);
+    assert(ldy >= r1 - r0 || batch <= 1);
+    const int64_t nrows = r1 - r0, cols = W->cols;
+    if (nrows == 0 || batch == 0)
+        return;
+    const size_t rb = pt_row_bytes(W->type, (uint64_t)cols);
+    assert(rb > 0 || cols == 0);
+    const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r0 * rb;
+    const pt_kern *k = pt_kern_current();
+    const bool quant = pt_dtype_is_block(W->type);
+
+    pt_q8act act = {0};
+    if (quant) {
+        const int64_t nb = cols / QK;
+        size_t qbytes = (size_t)(batch * nb * QK + 63) & ~(size_t)63;
+        size_t dbytes = (size_t)(batch * nb) * sizeof(float);
+        char *s = scratch(qbytes + 2 * dbytes + 64);
+        int8_t *qs = (int8_t *)s;
+        float *d = (float *)(s + qbytes);
+        int32_t *s8 = (int32_t *)(s + qbytes + dbytes);
+#pragma omp parallel for schedule(static) if (batch * cols >= SERIAL_WORK)
+        for (int64_t v = 0; v < batch; v++)
+            quantize_act(X + v * cols, nb, qs + v * nb * QK, d + v * nb, s8 + v * nb);
+        act = (pt_q8act){.qs = qs, .d = d, .s8 = s8, .nb = nb};
+    }
+
+    // Tiles: row chunks x vector chunks. A thread takes consecutive tiles
+    // (row-major), so a row chunk stays in its cache across vector chunks.
+    const bool serial = (double)nrows * (double)cols * (double)batch < SERIAL_WORK;
+    const int nth = serial ? 1 : omp_get_max_threads();
+    int64_t rt, vt;
+    if (batch == 1) {
+        rt = (nrows + nth - 1) / nth;
+        rt = (rt + 3) & ~(int64_t)3;
+        vt = 1;
+    } else {
+        rt = 16;
+        vt = batch < 32 ? batch : 32;
+    }
+    const int64_t nrt = (nrows + rt - 1) / rt, nvt = (batch + vt - 1) / vt;
+#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+    for (int64_t i = 0; i < nrt * nvt; i++) {
+        const int64_t r = (i / nvt) * rt, v = (i % nvt) * vt;
+        const int64_t nr = nrows - r < rt ? nrows - r : rt;
+        const int64_t nv = batch - v < vt ? batch - v : vt;
+        if (quant)
+            k->qtile(W->type, w0 + (size_t)r * rb, rb, nr, &act, v, nv, Y + v * ldy + r, ldy);
+        else
+            k->ftile(W->type, w0 + (size_t)r * rb, rb, nr, cols, X + v * cols, cols, nv,
+                     Y + v * ldy + r, ldy);
+    }
+}
+
+void pt_gemv(const pt_mat *W, const float *x, float *y)
+{
+    pt_gemm_rows(W, 0, W->rows, x, 1, y, W->rows);
+}
+
+void pt_gemm(const pt_mat *W, const float *X, int64_t batch, float *Y)
+{
+    pt_gemm_rows(W, 0, W->rows, X, batch, Y, W->rows);
+}
