@@ -1,0 +1,150 @@
+#include "cli/cliutil.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+const char *cli_model_opts_help =
+    "  -m, --model FILE      deepseek2 GGUF model\n"
+    "  -t, --threads N       compute threads (default: all cores)\n"
+    "  -c, --ctx N           context length (default: min(trained, 4096))\n"
+    "      --batch N         max tokens per forward batch (default 512)\n"
+    "      --ram SIZE        RAM budget for everything Petrel holds (e.g. 3G)\n"
+    "      --expert-cache SIZE  bytes for cached routed experts\n"
+    "      --expert-slots N  cache exactly N experts per layer\n"
+    "  -v, --verbose         load details\n";
+
+void cli_model_opts_init(cli_model_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->mp = petrel_model_default_params();
+    o->cp = petrel_context_default_params();
+}
+
+static int need(int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "petrel: option %s needs a value\n", argv[*i]);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_int(const char *opt, const char *v, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || x < lo || x > hi) {
+        fprintf(stderr, "petrel: bad value '%s' for %s\n", v, opt);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int cli_model_opt(cli_model_opts *o, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    long v;
+    if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+        if (need(argc, argv, i) < 0)
+            return -1;
+        o->model = argv[++*i];
+    } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+        if (need(argc, argv, i) < 0 || parse_int(a, argv[*i + 1], 1, 1024, &v) < 0)
+            return -1;
+        o->mp.n_threads = (int)v;
+        ++*i;
+    } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
+        if (need(argc, argv, i) < 0 || parse_int(a, argv[*i + 1], 1, 1 << 24, &v) < 0)
+            return -1;
+        o->cp.n_ctx = (uint32_t)v;
+        ++*i;
+    } else if (!strcmp(a, "--batch")) {
+        if (need(argc, argv, i) < 0 || parse_int(a, argv[*i + 1], 1, 1 << 16, &v) < 0)
+            return -1;
+        o->cp.n_batch = (uint32_t)v;
+        ++*i;
+    } else if (!strcmp(a, "--expert-slots")) {
+        if (need(argc, argv, i) < 0 || parse_int(a, argv[*i + 1], 1, 1 << 20, &v) < 0)
+            return -1;
+        o->mp.experts_per_layer = (int)v;
+        ++*i;
+    } else if (!strcmp(a, "--ram") || !strcmp(a, "--expert-cache")) {
+        if (need(argc, argv, i) < 0)
+            return -1;
+        int64_t sz = pt_parse_size(argv[*i + 1]);
+        if (sz <= 0) {
+            fprintf(stderr, "petrel: bad size '%s' for %s\n", argv[*i + 1], a);
+            return -1;
+        }
+        if (!strcmp(a, "--ram"))
+            o->mp.ram_budget = (uint64_t)sz;
+        else
+            o->mp.expert_cache = (uint64_t)sz;
+        ++*i;
+    } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+        o->mp.verbose = true;
+    } else {
+        return 0;
+    }
+    ++*i;
+    return 1;
+}
+
+int cli_parse_ids(const char *s, petrel_token **out)
+{
+    int cap = 64, n = 0;
+    petrel_token *ids = malloc(sizeof *ids * (size_t)cap);
+    const char *p = s;
+    while (*p) {
+        while (*p == ' ' || *p == ',' || *p == '\n')
+            p++;
+        if (!*p)
+            break;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < INT32_MIN || v > INT32_MAX) {
+            free(ids);
+            return -1;
+        }
+        if (n == cap) {
+            cap *= 2;
+            ids = realloc(ids, sizeof *ids * (size_t)cap);
+        }
+        ids[n++] = (petrel_token)v;
+        p = end;
+        if (*p && *p != ',' && *p != ' ' && *p != '\n') {
+            free(ids);
+            return -1;
+        }
+    }
+    *out = ids;
+    return n;
+}
+
+int cli_open(const cli_model_opts *o, petrel_model **m, petrel_context **c)
+{
+    char err[1024];
+    if (!o->model) {
+        fprintf(stderr, "petrel: no model given (-m FILE)\n");
+        return -1;
+    }
+    *m = petrel_model_open(o->model, &o->mp, err, sizeof err);
+    if (!*m) {
+        fprintf(stderr, "petrel: %s\n", err);
+        return -1;
+    }
+    *c = petrel_context_new(*m, &o->cp, err, sizeof err);
+    if (!*c) {
+        fprintf(stderr, "petrel: %s\n", err);
+        petrel_model_close(*m);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,29 @@
+// cli/cliutil.h — option parsing shared by the engine-facing commands.
+#ifndef PETREL_CLI_CLIUTIL_H
+#define PETREL_CLI_CLIUTIL_H
+
+#include <stdbool.h>
+#include "petrel.h"
+
+// Options every engine command accepts:
+//   -m/--model FILE, -t/--threads N, --ram SIZE, --expert-cache SIZE,
+//   --expert-slots N, -c/--ctx N, --batch N, -v/--verbose
+typedef struct cli_model_opts {
+    const char *model;
+    petrel_model_params mp;
+    petrel_context_params cp;
+} cli_model_opts;
+
+void cli_model_opts_init(cli_model_opts *o);
+// If argv[*i] is one of the common options, consumes it (and its value),
+// advances *i and returns 1; 0 if not a common option; -1 on a bad value.
+int cli_model_opt(cli_model_opts *o, int argc, char **argv, int *i);
+extern const char *cli_model_opts_help;
+
+// Parses "1,2,3" into a malloc'ed array; -1 on error.
+int cli_parse_ids(const char *s, petrel_token **out);
+
+// Opens model + context from options; prints the error and returns -1.
+int cli_open(const cli_model_opts *o, petrel_model **m, petrel_context **c);
+
+#endif

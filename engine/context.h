@@ -1,0 +1,72 @@
+// engine/context.h — a decoding context: the latent KV cache, the expert
+// cache, reusable scratch buffers, statistics.
+#ifndef PETREL_ENGINE_CONTEXT_H
+#define PETREL_ENGINE_CONTEXT_H
+
+#include <stdint.h>
+
+#include "cache/ecache.h"
+#include "common/err.h"
+#include "engine/model.h"
+#include "petrel.h"
+
+// Scratch for one batch of up to n_batch tokens; allocated once per context.
+typedef struct pt_scratch {
+    float *x;        // (B, n_embd) residual stream
+    float *xn;       // (B, n_embd) normed input of a sub-block
+    float *tmp;      // (B, n_embd) sub-block output
+    float *qa;       // (B, q_lora)
+    float *q;        // (B, H*(nope+rope))
+    float *kva;      // (B, kv_lora+rope)
+    float *qh;       // (B, nope) one head's q_nope, gathered
+    float *qlat;     // (H, B, kv_lora) absorbed queries
+    float *olat;     // (H, B, kv_lora) attention-weighted latents
+    float *oh;       // (B, v) one head's output
+    float *attn;     // (B, H*v)
+    float *scores;   // (n_threads, n_ctx)
+    float *ff_a;     // (B, max(n_ff, n_ff_exp*n_shared, n_ff_exp))
+    float *ff_b;     // same
+    float *rlogits;  // (B, n_expert) router logits
+    float *rscratch; // (2*n_expert)
+    int32_t *rids;   // (B, n_used) selected experts, ascending
+    float *rw;       // (B, n_used) their weights
+    float *eo;       // (B, n_used, n_embd) routed expert outputs
+    float *gx;       // (B, n_embd) tokens gathered for one expert
+    int32_t *gsel;   // (B) batch entry of each gathered row
+    int32_t *gk;     // (B) selection slot of each gathered row
+    float *cat;      // (B, 2*n_embd) MTP input concat
+    int32_t *pos;    // (B) positions of the batch being computed
+} pt_scratch;
+
+struct petrel_context {
+    petrel_model *model;
+    uint32_t n_ctx;
+    uint32_t n_batch;
+    int n_threads;
+    uint32_t kv_dim;          // kv_lora + qk_rope
+    float **kv;               // (n_blocks) -> (n_ctx, kv_dim): c_kv then k_rope
+    int32_t n_past;           // filled trunk positions
+    int32_t mtp_len;          // filled MTP positions
+    petrel_token *tokens;     // (n_ctx) history of filled positions
+    pt_ecache *ecache;
+    pt_scratch s;
+    float *hidden;            // (n_batch, n_embd) final-normed hidden of the last batch
+    int32_t *last_pos;        // (n_batch) positions of the last batch
+    int last_n;
+    float *logits;            // (n_batch, n_vocab) grown on demand
+    int logits_rows;          // rows allocated
+    int logits_first;         // batch index of logits row 0 (n-1 in LAST mode)
+    int logits_n;             // rows valid
+    float *mtp_logits;        // (n_batch, n_vocab)
+    int mtp_n;
+    petrel_stats st;
+    pt_err err;
+};
+
+// Runs one block (trunk layer or MTP block il) on s->x (B rows) in place,
+// with the batch's positions in s->pos. -1 + c->err on an I/O failure.
+int pt_forward_block(petrel_context *c, int il, int B);
+// Embedding rows for tokens into out (B, n_embd).
+void pt_embed(const pt_mat *embd, const petrel_token *tokens, int B, float *out);
+
+#endif

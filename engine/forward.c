@@ -1,0 +1,225 @@
+// engine/forward.c — one DeepSeek-V3 block over a batch of tokens:
+// MLA attention in the absorbed form over the latent KV cache, then the
+// dense FFN or the MoE (router, shared experts, routed experts through the
+// expert cache, combined in ascending expert id order).
+#include <assert.h>
+#include <omp.h>
+#include <string.h>
+
+#include "engine/context.h"
+#include "kernels/ops.h"
+#include "router/router.h"
+
+// Rows [r0, r0 + n) of W as a matrix of their own.
+static pt_mat sub_rows(const pt_mat *W, int64_t r0, int64_t n)
+{
+    pt_mat s = *W;
+    s.data = (const char *)W->data + (size_t)r0 * pt_row_bytes(W->type, (uint64_t)W->cols);
+    s.rows = n;
+    return s;
+}
+
+void pt_embed(const pt_mat *embd, const petrel_token *tokens, int B, float *out)
+{
+    const size_t rb = pt_row_bytes(embd->type, (uint64_t)embd->cols);
+    for (int b = 0; b < B; b++)
+        pt_dequantize_row(embd->type, (const char *)embd->data + (size_t)tokens[b] * rb,
+                          out + (size_t)b * embd->cols, embd->cols);
+}
+
+// Interleaved-pair rotation of x (rope values) at position pos.
+static void rope_apply(const petrel_model *m, float *x, int pos)
+{
+    const int half = (int)m->hp.qk_rope / 2;
+    const float *cs = m->rope_cos + (size_t)pos * half;
+    const float *sn = m->rope_sin + (size_t)pos * half;
+    for (int i = 0; i < half; i++) {
+        float x0 = x[2 * i], x1 = x[2 * i + 1];
+        x[2 * i] = x0 * cs[i] - x1 * sn[i];
+        x[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+    }
+}
+
+// MLA attention: s->xn (B, n_embd) -> s->tmp (B, n_embd). Writes this
+// batch's latents into the layer's KV cache at s->pos first, so that every
+// token attends to all positions <= its own.
+static void attention(petrel_context *c, int il, int B)
+{
+    const petrel_model *m = c->model;
+    const pt_hparams *hp = &m->hp;
+    const pt_layer *L = &m->layers[il];
+    pt_scratch *s = &c->s;
+    const int H = (int)hp->n_head, nope = (int)hp->qk_nope, rope = (int)hp->qk_rope;
+    const int kvl = (int)hp->kv_lora_rank, vd = (int)hp->v_head, qd = nope + rope;
+    const int kvd = (int)c->kv_dim;
+
+    if (hp->q_lora_rank > 0) {
+        pt_gemm(&L->q_a, s->xn, B, s->qa);
+        for (int b = 0; b < B; b++) {
+            float *r = s->qa + (size_t)b * hp->q_lora_rank;
+            pt_rmsnorm(r, r, L->q_a_norm, hp->q_lora_rank, hp->rms_eps);
+        }
+        pt_gemm(&L->q_b, s->qa, B, s->q);
+    } else {
+        pt_gemm(&L->q, s->xn, B, s->q);
+    }
+    pt_gemm(&L->kv_a, s->xn, B, s->kva);
+
+    float *cache = c->kv[il];
+    for (int b = 0; b < B; b++) {
+        const float *kv = s->kva + (size_t)b * kvd;
+        float *slot = cache + (size_t)s->pos[b] * kvd;
+        pt_rmsnorm(slot, kv, L->kv_a_norm, kvl, hp->rms_eps);
+        memcpy(slot + kvl, kv + kvl, sizeof(float) * (size_t)rope);
+        rope_apply(m, slot + kvl, s->pos[b]);
+        for (int h = 0; h < H; h++)
+            rope_apply(m, s->q + (size_t)b * H * qd + (size_t)h * qd + nope, s->pos[b]);
+    }
+
+    // Absorb k_b into the queries: qlat[h][b] = k_b[h] (kv_lora x nope) . q_nope[b][h]
+    for (int h = 0; h < H; h++) {
+        for (int b = 0; b < B; b++)
+            memcpy(s->qh + (size_t)b * nope, s->q + (size_t)b * H * qd + (size_t)h * qd,
+                   sizeof(float) * (size_t)nope);
+        pt_mat kb = sub_rows(&L->k_b, (int64_t)h * kvl, kvl);
+        pt_gemm(&kb, s->qh, B, s->qlat + (size_t)h * B * kvl);
+    }
+
+    // Scores over the latent cache, softmax, weighted sum of latents. Each
+    // (token, head) pair is computed whole by one thread: thread-count
+    // independent.
+    const float scale = m->softmax_scale;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int bh = 0; bh < B * H; bh++) {
+        const int b = bh / H, h = bh % H;
+        const int n = s->pos[b] + 1;
+        float *sc = s->scores + (size_t)omp_get_thread_num() * c->n_ctx;
+        const float *ql = s->qlat + ((size_t)h * B + b) * kvl;
+        const float *qpe = s->q + (size_t)b * H * qd + (size_t)h * qd + nope;
+        for (int t = 0; t < n; t++) {
+            const float *ent = cache + (size_t)t * kvd;
+            sc[t] = (pt_dot_f32(ql, ent, kvl) + pt_dot_f32(qpe, ent + kvl, rope)) * scale;
+        }
+        pt_softmax(sc, n);
+        float *ol = s->olat + ((size_t)h * B + b) * kvl;
+        memset(ol, 0, sizeof(float) * (size_t)kvl);
+        for (int t = 0; t < n; t++)
+            pt_axpy(ol, sc[t], cache + (size_t)t * kvd, kvl);
+    }
+
+    // Value up-projection per head, then the output projection.
+    for (int h = 0; h < H; h++) {
+        pt_mat vb = sub_rows(&L->v_b, (int64_t)h * vd, vd);
+        pt_gemm(&vb, s->olat + (size_t)h * B * kvl, B, s->oh);
+        for (int b = 0; b < B; b++)
+            memcpy(s->attn + (size_t)b * H * vd + (size_t)h * vd, s->oh + (size_t)b * vd,
+                   sizeof(float) * (size_t)vd);
+    }
+    pt_gemm(&L->o, s->attn, B, s->tmp);
+}
+
+// SwiGLU FFN with matrices gate/up (n_ff, n_embd), down (n_embd, n_ff):
+// X (B, n_embd) -> Y (B, n_embd).
+static void ffn(petrel_context *c, const pt_mat *gate, const pt_mat *up, const pt_mat *down,
+                const float *X, int B, float *Y)
+{
+    pt_scratch *s = &c->s;
+    const int64_t nff = gate->rows;
+    pt_gemm(gate, X, B, s->ff_a);
+    pt_gemm(up, X, B, s->ff_b);
+    pt_swiglu(s->ff_a, s->ff_a, s->ff_b, nff * B);
+    pt_gemm(down, s->ff_a, B, Y);
+}
+
+// Routed experts + shared experts: s->xn -> s->tmp.
+static int moe(petrel_context *c, int il, int B)
+{
+    const petrel_model *m = c->model;
+    const pt_hparams *hp = &m->hp;
+    const pt_layer *L = &m->layers[il];
+    pt_scratch *s = &c->s;
+    const int n_used = (int)hp->n_expert_used, n_embd = (int)hp->n_embd;
+    const pt_router_cfg rc = {
+        .n_expert = (int)hp->n_expert, .n_used = n_used, .n_group = (int)hp->n_group,
+        .topk_group = (int)hp->topk_group, .gating = (int)hp->gating, .norm = hp->norm_topk,
+        .scale = hp->routed_scale,
+    };
+
+    pt_gemm(&L->gate_inp, s->xn, B, s->rlogits);
+    for (int b = 0; b < B; b++)
+        pt_route(&rc, s->rlogits + (size_t)b * hp->n_expert, L->exp_bias, s->rids + (size_t)b * n_used,
+                 s->rw + (size_t)b * n_used, s->rscratch);
+
+    // Each distinct expert of the batch is fetched once (batch union) and
+    // applied to all tokens that chose it; experts go in ascending id order.
+    for (int e = 0; e < (int)hp->n_expert; e++) {
+        int ng = 0;
+        for (int b = 0; b < B; b++)
+            for (int k = 0; k < n_used; k++)
+                if (s->rids[(size_t)b * n_used + k] == e) {
+                    memcpy(s->gx + (size_t)ng * n_embd, s->xn + (size_t)b * n_embd,
+                           sizeof(float) * (size_t)n_embd);
+                    s->gsel[ng] = b;
+                    s->gk[ng] = k;
+                    ng++;
+                }
+        if (ng == 0)
+            continue;
+        const void *w[3];
+        if (pt_ecache_acquire(c->ecache, il, e, w, &c->err) < 0)
+            return -1;
+        const pt_ecache_layer_src *src = &m->exp_src[il];
+        (void)src;
+        pt_mat g = {w[0], L->exps_type[0], hp->n_ff_exp, hp->n_embd};
+        pt_mat u = {w[1], L->exps_type[1], hp->n_ff_exp, hp->n_embd};
+        pt_mat d = {w[2], L->exps_type[2], hp->n_embd, hp->n_ff_exp};
+        ffn(c, &g, &u, &d, s->gx, ng, s->gx);
+        pt_ecache_release(c->ecache, il, e);
+        for (int r = 0; r < ng; r++)
+            memcpy(s->eo + ((size_t)s->gsel[r] * n_used + s->gk[r]) * n_embd, s->gx + (size_t)r * n_embd,
+                   sizeof(float) * (size_t)n_embd);
+    }
+
+    // Shared experts (always), into ff scratch-free buffer: reuse s->gx.
+    if (hp->n_expert_shared > 0)
+        ffn(c, &L->sh_gate, &L->sh_up, &L->sh_down, s->xn, B, s->gx);
+    for (int b = 0; b < B; b++) {
+        float *y = s->tmp + (size_t)b * n_embd;
+        memset(y, 0, sizeof(float) * (size_t)n_embd);
+        for (int k = 0; k < n_used; k++)
+            pt_axpy(y, s->rw[(size_t)b * n_used + k], s->eo + ((size_t)b * n_used + k) * n_embd, n_embd);
+        if (hp->n_expert_shared > 0) {
+            const float *z = s->gx + (size_t)b * n_embd;
+            for (int i = 0; i < n_embd; i++)
+                y[i] += z[i];
+        }
+    }
+    return 0;
+}
+
+int pt_forward_block(petrel_context *c, int il, int B)
+{
+    const petrel_model *m = c->model;
+    const pt_hparams *hp = &m->hp;
+    const pt_layer *L = &m->layers[il];
+    pt_scratch *s = &c->s;
+    const int n_embd = (int)hp->n_embd;
+
+    for (int b = 0; b < B; b++)
+        pt_rmsnorm(s->xn + (size_t)b * n_embd, s->x + (size_t)b * n_embd, L->attn_norm, n_embd, hp->rms_eps);
+    attention(c, il, B);
+    for (size_t i = 0; i < (size_t)B * n_embd; i++)
+        s->x[i] += s->tmp[i];
+
+    for (int b = 0; b < B; b++)
+        pt_rmsnorm(s->xn + (size_t)b * n_embd, s->x + (size_t)b * n_embd, L->ffn_norm, n_embd, hp->rms_eps);
+    if (L->moe) {
+        if (moe(c, il, B) < 0)
+            return -1;
+    } else {
+        ffn(c, &L->ffn_gate, &L->ffn_up, &L->ffn_down, s->xn, B, s->tmp);
+    }
+    for (size_t i = 0; i < (size_t)B * n_embd; i++)
+        s->x[i] += s->tmp[i];
+    return 0;
+}

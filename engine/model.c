@@ -1,0 +1,362 @@
+// engine/model.c — opening a deepseek2 GGUF: validation against the
+// hyper-parameters, the trunk read into RAM, the expert layout recorded.
+#include "engine/model.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "format/tensors.h"
+#include "io/io.h"
+
+static void *model_alloc(petrel_model *m, uint64_t bytes)
+{
+    void *p = pt_alloc_aligned(bytes);
+    if (!p)
+        return NULL;
+    if (m->n_allocs == m->cap_allocs) {
+        m->cap_allocs = m->cap_allocs ? 2 * m->cap_allocs : 64;
+        m->allocs = realloc(m->allocs, sizeof(void *) * (size_t)m->cap_allocs);
+    }
+    m->allocs[m->n_allocs++] = p;
+    m->trunk_bytes += pt_align_up(bytes, PT_ALIGN);
+    return p;
+}
+
+// Rows and columns of a stored matrix: cols = ne[0], rows = the rest.
+static void tensor_dims(const gguf_tensor *t, int64_t *rows, int64_t *cols)
+{
+    *cols = (int64_t)t->ne[0];
+    int64_t r = 1;
+    for (uint32_t d = 1; d < t->n_dims; d++)
+        r *= (int64_t)t->ne[d];
+    *rows = r;
+}
+
+// Reads a matrix into RAM in its stored type.
+static int load_mat(petrel_model *m, const gguf_tensor *t, pt_mat *out, pt_err *err)
+{
+    void *buf = model_alloc(m, t->size);
+    if (!buf)
+        return pt_errf(err, "%s: out of memory loading tensor '%s' (%llu bytes)", m->path, t->name,
+                       (unsigned long long)t->size);
+    if (gguf_read(m->gguf, t->offset, buf, t->size, err) < 0)
+        return -1;
+    out->data = buf;
+    out->type = (pt_dtype)t->type;
+    tensor_dims(t, &out->rows, &out->cols);
+    return 0;
+}
+
+// Reads a vector (norm weights, bias) converted to f32.
+static int load_vec(petrel_model *m, const gguf_tensor *t, float **out, pt_err *err)
+{
+    int64_t rows, cols;
+    tensor_dims(t, &rows, &cols);
+    float *v = model_alloc(m, (uint64_t)(rows * cols) * sizeof(float));
+    if (!v)
+        return pt_errf(err, "%s: out of memory", m->path);
+    *out = v;
+    if (t->type == PT_F32)
+        return gguf_read(m->gguf, t->offset, v, t->size, err);
+    void *tmp = malloc(t->size);
+    if (!tmp)
+        return pt_errf(err, "%s: out of memory", m->path);
+    int rc = gguf_read(m->gguf, t->offset, tmp, t->size, err);
+    if (rc == 0)
+        pt_dequantize_row((pt_dtype)t->type, tmp, v, rows * cols);
+    free(tmp);
+    return rc;
+}
+
+static bool name_is(const char *name, int il, const char *suffix)
+{
+    char buf[96];
+    if (il < 0)
+        snprintf(buf, sizeof buf, "%s", suffix);
+    else
+        snprintf(buf, sizeof buf, "blk.%d.%s", il, suffix);
+    return strcmp(name, buf) == 0;
+}
+
+// Assigns one validated tensor to its place in the model.
+static int place_tensor(petrel_model *m, const pt_tensor_spec *s, const gguf_tensor *t, pt_err *err)
+{
+    const char *n = s->name;
+    if (s->layer < 0) {
+        if (!strcmp(n, "token_embd.weight"))
+            return load_mat(m, t, &m->tok_embd, err);
+        if (!strcmp(n, "output_norm.weight"))
+            return load_vec(m, t, &m->output_norm, err);
+        if (!strcmp(n, "output.weight"))
+            return load_mat(m, t, &m->output, err);
+        return pt_errf(err, "%s: unexpected global tensor '%s'", m->path, n);
+    }
+    const int il = s->layer;
+    pt_layer *L = &m->layers[il];
+    struct { const char *suffix; pt_mat *mat; float **vec; } map[] = {
+        {"attn_norm.weight", NULL, &L->attn_norm},
+        {"attn_q_a.weight", &L->q_a, NULL},
+        {"attn_q_a_norm.weight", NULL, &L->q_a_norm},
+        {"attn_q_b.weight", &L->q_b, NULL},
+        {"attn_q.weight", &L->q, NULL},
+        {"attn_kv_a_mqa.weight", &L->kv_a, NULL},
+        {"attn_kv_a_norm.weight", NULL, &L->kv_a_norm},
+        {"attn_k_b.weight", &L->k_b, NULL},
+        {"attn_v_b.weight", &L->v_b, NULL},
+        {"attn_output.weight", &L->o, NULL},
+        {"ffn_norm.weight", NULL, &L->ffn_norm},
+        {"ffn_gate.weight", &L->ffn_gate, NULL},
+        {"ffn_up.weight", &L->ffn_up, NULL},
+        {"ffn_down.weight", &L->ffn_down, NULL},
+        {"ffn_gate_inp.weight", &L->gate_inp, NULL},
+        {"exp_probs_b.bias", NULL, &L->exp_bias},
+        {"ffn_gate_shexp.weight", &L->sh_gate, NULL},
+        {"ffn_up_shexp.weight", &L->sh_up, NULL},
+        {"ffn_down_shexp.weight", &L->sh_down, NULL},
+        {"nextn.eh_proj.weight", &L->eh_proj, NULL},
+        {"nextn.enorm.weight", NULL, &L->enorm},
+        {"nextn.hnorm.weight", NULL, &L->hnorm},
+        {"nextn.shared_head_norm.weight", NULL, &L->head_norm},
+        {"nextn.embed_tokens.weight", &L->own_embed, NULL},
+        {"nextn.shared_head_head.weight", &L->own_head, NULL},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        if (!name_is(n, il, map[i].suffix))
+            continue;
+        if (map[i].mat)
+            return load_mat(m, t, map[i].mat, err);
+        return load_vec(m, t, map[i].vec, err);
+    }
+    // Routed experts stay in the file: record where expert 0's slice lies.
+    const char *exps[3] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
+    for (int k = 0; k < 3; k++) {
+        if (!name_is(n, il, exps[k]))
+            continue;
+        pt_ecache_layer_src *src = &m->exp_src[il];
+        src->n_expert = (int)t->ne[2];
+        src->off[k] = t->offset;
+        src->bytes[k] = t->size / t->ne[2];
+        L->exps_type[k] = (pt_dtype)t->type;
+        return 0;
+    }
+    return pt_errf(err, "%s: unexpected tensor '%s'", m->path, n);
+}
+
+petrel_model_params petrel_model_default_params(void)
+{
+    petrel_model_params p;
+    memset(&p, 0, sizeof p);
+    return p;
+}
+
+static float yarn_get_mscale(float scale, float mscale)
+{
+    if (scale <= 1.0f)
+        return 1.0f;
+    return 0.1f * mscale * logf(scale) + 1.0f;
+}
+
+static bool yarn_active(const pt_hparams *hp)
+{
+    return hp->yarn && hp->yarn_factor > 1.0f && hp->n_ctx_train > hp->yarn_orig_ctx;
+}
+
+// Checks the file's tensors against what the hyper-parameters require:
+// every required tensor present with the expected shape, nothing unknown.
+static int validate_tensors(petrel_model *m, pt_tensor_spec *specs, int n_specs, pt_err *err)
+{
+    const gguf_file *g = m->gguf;
+    for (int i = 0; i < n_specs; i++) {
+        const pt_tensor_spec *s = &specs[i];
+        const gguf_tensor *t = gguf_find_tensor(g, s->name);
+        if (!t) {
+            if (s->optional)
+                continue;
+            return pt_errf(err, "%s: missing tensor '%s'", m->path, s->name);
+        }
+        bool same = t->n_dims == s->n_dims;
+        for (uint32_t d = 0; same && d < s->n_dims; d++)
+            same = t->ne[d] == s->ne[d];
+        if (!same) {
+            char want[96], got[96];
+            int w = 0, h = 0;
+            for (uint32_t d = 0; d < s->n_dims; d++)
+                w += snprintf(want + w, sizeof want - (size_t)w, "%s%llu", d ? "," : "",
+                              (unsigned long long)s->ne[d]);
+            for (uint32_t d = 0; d < t->n_dims; d++)
+                h += snprintf(got + h, sizeof got - (size_t)h, "%s%llu", d ? "," : "",
+                              (unsigned long long)t->ne[d]);
+            return pt_errf(err, "%s: tensor '%s' has shape {%s}, the metadata implies {%s}", m->path,
+                           s->name, got, want);
+        }
+        if (!pt_dtype_valid(t->type))
+            return pt_errf(err, "%s: tensor '%s' has unsupported type %u", m->path, s->name, t->type);
+    }
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        bool known = false;
+        for (int j = 0; j < n_specs && !known; j++)
+            known = !strcmp(g->tensors[i].name, specs[j].name);
+        if (!known)
+            return pt_errf(err, "%s: unexpected tensor '%s' (not part of a deepseek2 model with this metadata)",
+                           m->path, g->tensors[i].name);
+    }
+    return 0;
+}
+
+int pt_model_rope_prepare(petrel_model *m, int n)
+{
+    if (n <= m->rope_len)
+        return 0;
+    const pt_hparams *hp = &m->hp;
+    const int half = (int)hp->qk_rope / 2;
+    double *freq = malloc(sizeof(double) * (size_t)half);
+    for (int i = 0; i < half; i++)
+        freq[i] = 1.0 / pow((double)hp->rope_theta, (double)(2 * i) / (double)hp->qk_rope);
+    double attn_factor = 1.0;
+    if (yarn_active(hp)) {
+        // YaRN: blend interpolated (freq / factor) and original frequencies
+        // over the correction range given by beta_fast / beta_slow.
+        const double dim = hp->qk_rope, base = hp->rope_theta, orig = hp->yarn_orig_ctx;
+        double lo = floor(dim * log(orig / (hp->yarn_beta_fast * 2 * M_PI)) / (2 * log(base)));
+        double hi = ceil(dim * log(orig / (hp->yarn_beta_slow * 2 * M_PI)) / (2 * log(base)));
+        if (lo < 0)
+            lo = 0;
+        if (hi > dim - 1)
+            hi = dim - 1;
+        if (lo == hi)
+            hi += 0.001;
+        for (int i = 0; i < half; i++) {
+            double ramp = ((double)i - lo) / (hi - lo);
+            ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+            double smooth = 1 - ramp;
+            freq[i] = freq[i] / hp->yarn_factor * (1 - smooth) + freq[i] * smooth;
+        }
+        attn_factor = yarn_get_mscale(hp->yarn_factor, hp->yarn_mscale) /
+                      yarn_get_mscale(hp->yarn_factor, hp->yarn_mscale_all_dim);
+    }
+    float *c = realloc(m->rope_cos, sizeof(float) * (size_t)n * (size_t)half);
+    float *s = realloc(m->rope_sin, sizeof(float) * (size_t)n * (size_t)half);
+    if (!c || !s) {
+        free(freq);
+        return -1;
+    }
+    for (int p = 0; p < n; p++)
+        for (int i = 0; i < half; i++) {
+            double a = (double)p * freq[i];
+            c[(size_t)p * half + i] = (float)(cos(a) * attn_factor);
+            s[(size_t)p * half + i] = (float)(sin(a) * attn_factor);
+        }
+    free(freq);
+    m->rope_cos = c;
+    m->rope_sin = s;
+    m->rope_len = n;
+    return 0;
+}
+
+petrel_model *petrel_model_open(const char *path, const petrel_model_params *params, char *errbuf,
+                                size_t errlen)
+{
+    pt_err err = {{0}};
+    pt_tensor_spec *specs = NULL;
+    petrel_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        pt_errf(&err, "out of memory");
+        goto fail;
+    }
+    m->params = params ? *params : petrel_model_default_params();
+    m->path = strdup(path);
+    m->gguf = gguf_open(path, &err);
+    if (!m->gguf)
+        goto fail;
+    const char *arch = gguf_get_str(m->gguf, "general.architecture", NULL);
+    if (arch && strcmp(arch, "deepseek2") != 0) {
+        pt_errf(&err, "%s: general.architecture is '%s', Petrel runs 'deepseek2'", path, arch);
+        goto fail;
+    }
+    if (pt_hparams_from_gguf(m->gguf, &m->hp, &err) < 0)
+        goto fail;
+    const pt_hparams *hp = &m->hp;
+    const uint32_t n_blocks = pt_hp_n_blocks(hp);
+    m->layers = calloc(n_blocks, sizeof *m->layers);
+    m->exp_src = calloc(n_blocks, sizeof *m->exp_src);
+    int n_specs = pt_tensor_specs(hp, &specs);
+    if (n_specs < 0) {
+        pt_errf(&err, "out of memory");
+        goto fail;
+    }
+    if (validate_tensors(m, specs, n_specs, &err) < 0)
+        goto fail;
+    double t0 = pt_now();
+    for (int i = 0; i < n_specs; i++) {
+        const gguf_tensor *t = gguf_find_tensor(m->gguf, specs[i].name);
+        if (t && place_tensor(m, &specs[i], t, &err) < 0)
+            goto fail;
+    }
+    if (!m->output.data)
+        m->output = m->tok_embd; // output falls back to token_embd
+    for (uint32_t il = 0; il < n_blocks; il++) {
+        pt_layer *L = &m->layers[il];
+        L->moe = pt_hp_is_moe(hp, il);
+        L->embed = L->own_embed.data ? &L->own_embed : &m->tok_embd;
+        L->head = L->own_head.data ? &L->own_head : &m->output;
+        if (il >= hp->n_layer && !L->head_norm) {
+            pt_errf(&err, "%s: missing tensor 'blk.%u.nextn.shared_head_norm.weight'", path, il);
+            goto fail;
+        }
+    }
+    const float qk_dim = (float)(hp->qk_nope + hp->qk_rope);
+    m->softmax_scale = 1.0f / sqrtf(qk_dim);
+    if (yarn_active(hp)) {
+        float ms = yarn_get_mscale(hp->yarn_factor, hp->yarn_mscale_all_dim);
+        m->softmax_scale *= ms * ms;
+    }
+    if (m->params.verbose)
+        fprintf(stderr, "petrel: loaded %s: trunk %.2f GB in RAM (%.1fs), %u layers + %u MTP, %u experts/layer\n",
+                path, (double)m->trunk_bytes / 1e9, pt_now() - t0, hp->n_layer, hp->n_nextn,
+                hp->n_expert);
+    free(specs);
+    return m;
+fail:
+    free(specs);
+    if (errbuf && errlen)
+        snprintf(errbuf, errlen, "%s", err.msg);
+    petrel_model_close(m);
+    return NULL;
+}
+
+void petrel_model_close(petrel_model *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->n_allocs; i++)
+        pt_free_aligned(m->allocs[i]);
+    free(m->allocs);
+    free(m->layers);
+    free(m->exp_src);
+    free(m->rope_cos);
+    free(m->rope_sin);
+    if (m->gguf)
+        gguf_close(m->gguf);
+    free(m->path);
+    free(m);
+}
+
+int32_t petrel_model_n_vocab(const petrel_model *m) { return (int32_t)m->hp.n_vocab; }
+int32_t petrel_model_n_ctx_train(const petrel_model *m) { return (int32_t)m->hp.n_ctx_train; }
+int32_t petrel_model_n_embd(const petrel_model *m) { return (int32_t)m->hp.n_embd; }
+bool petrel_model_has_mtp(const petrel_model *m) { return m->hp.n_nextn > 0; }
+uint64_t petrel_model_trunk_bytes(const petrel_model *m) { return m->trunk_bytes; }
+int32_t petrel_model_bos(const petrel_model *m) { return m->hp.bos_id; }
+const char *petrel_model_path(const petrel_model *m) { return m->path; }
+
+int petrel_model_eos(const petrel_model *m, petrel_token *out, int max)
+{
+    int n = 0;
+    for (uint32_t i = 0; i < m->hp.n_eos && n < max; i++)
+        out[n++] = m->hp.eos_ids[i];
+    return n;
+}

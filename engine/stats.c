@@ -1,0 +1,51 @@
+// engine/stats.c — statistics gathering and the printed summary.
+#include <stdio.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "engine/context.h"
+
+void petrel_get_stats(const petrel_context *c, petrel_stats *out)
+{
+    *out = c->st;
+    pt_ecache_stats es;
+    pt_ecache_get_stats(c->ecache, &es);
+    out->expert_hits = es.hits;
+    out->expert_misses = es.misses;
+    out->bytes_read = es.bytes_read;
+    out->t_io_wait_s = es.t_read_s;
+    out->rss_bytes = pt_rss_bytes();
+    out->peak_rss_bytes = pt_peak_rss_bytes();
+    out->trunk_bytes = c->model->trunk_bytes;
+    out->expert_cache_bytes = pt_ecache_bytes(c->ecache);
+}
+
+void petrel_reset_stats(petrel_context *c)
+{
+    uint64_t kv = c->st.kv_bytes;
+    memset(&c->st, 0, sizeof c->st);
+    c->st.kv_bytes = kv;
+    pt_ecache_reset_stats(c->ecache);
+}
+
+void petrel_print_stats(const petrel_context *c, void *file)
+{
+    FILE *f = file;
+    petrel_stats s;
+    petrel_get_stats(c, &s);
+    const uint64_t uses = s.expert_hits + s.expert_misses;
+    const uint64_t toks = s.n_prompt_tokens + s.n_decode_tokens;
+    fprintf(f, "prompt: %llu tokens in %.2fs (%.2f tok/s)\n", (unsigned long long)s.n_prompt_tokens,
+            s.t_prompt_s, s.t_prompt_s > 0 ? (double)s.n_prompt_tokens / s.t_prompt_s : 0.0);
+    fprintf(f, "generation: %llu tokens in %.2fs (%.2f tok/s)\n", (unsigned long long)s.n_decode_tokens,
+            s.t_decode_s, s.t_decode_s > 0 ? (double)s.n_decode_tokens / s.t_decode_s : 0.0);
+    fprintf(f, "experts: %llu uses, hit rate %.1f%% (hot %llu, prefetched %llu), %llu misses, "
+               "%.1f MB read (%.2f MB/token), I/O wait %.2fs\n",
+            (unsigned long long)uses, uses ? 100.0 * (double)s.expert_hits / (double)uses : 0.0,
+            (unsigned long long)s.expert_hits_hot, (unsigned long long)s.expert_hits_prefetch,
+            (unsigned long long)s.expert_misses, (double)s.bytes_read / 1e6,
+            toks ? (double)s.bytes_read / 1e6 / (double)toks : 0.0, s.t_io_wait_s);
+    fprintf(f, "memory: resident %.1f MB (peak %.1f MB): trunk %.1f MB, expert cache %.1f MB, KV cache %.1f MB\n",
+            (double)s.rss_bytes / 1e6, (double)s.peak_rss_bytes / 1e6, (double)s.trunk_bytes / 1e6,
+            (double)s.expert_cache_bytes / 1e6, (double)s.kv_bytes / 1e6);
+}

@@ -1,0 +1,154 @@
+// petrel.h — the public C API of Petrel.
+//
+// Petrel runs DeepSeek-V3-architecture MoE models (DeepSeek-V3/R1, Kimi-K2,
+// GLM-5 class) from a deepseek2 GGUF file: the dense trunk stays in RAM, the
+// routed experts are read from the file on demand through an expert cache.
+//
+// Typical use (see docs/api.md for a complete example):
+//
+//   petrel_model *m = petrel_model_open("model.gguf", NULL, err, sizeof err);
+//   petrel_context *c = petrel_context_new(m, NULL, err, sizeof err);
+//   petrel_decode(c, ids, pos, n, PETREL_LOGITS_LAST);
+//   const float *logits = petrel_get_logits(c, n - 1);
+//
+// Every function that can fail returns a negative value or NULL and leaves a
+// message in the caller's buffer or in petrel_context_error().
+// Placement invariant: the numbers returned never depend on cache sizes,
+// I/O mode, prefetching, thread count or batch composition.
+#ifndef PETREL_H
+#define PETREL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int32_t petrel_token;
+typedef struct petrel_model petrel_model;
+typedef struct petrel_context petrel_context;
+
+// ---- model ------------------------------------------------------------------
+
+typedef struct petrel_model_params {
+    int n_threads;             // 0 = all cores
+    uint64_t ram_budget;       // bytes Petrel may hold in all; 0 = from MemAvailable
+    uint64_t expert_cache;     // bytes for routed experts; 0 = what the budget leaves
+    int experts_per_layer;     // > 0: cache exactly this many expert slots per layer (tests)
+    bool verbose;              // print load information on stderr
+} petrel_model_params;
+
+petrel_model_params petrel_model_default_params(void);
+// Opens a deepseek2 GGUF, validates it against its metadata and reads the
+// trunk into RAM. NULL + message in err on failure.
+petrel_model *petrel_model_open(const char *path, const petrel_model_params *params, char *err,
+                                size_t errlen);
+void petrel_model_close(petrel_model *m);
+
+int32_t petrel_model_n_vocab(const petrel_model *m);
+int32_t petrel_model_n_ctx_train(const petrel_model *m);
+int32_t petrel_model_n_embd(const petrel_model *m);
+bool petrel_model_has_mtp(const petrel_model *m);
+uint64_t petrel_model_trunk_bytes(const petrel_model *m);
+// End-of-generation tokens (from the GGUF); returns the count written.
+int petrel_model_eos(const petrel_model *m, petrel_token *out, int max);
+int32_t petrel_model_bos(const petrel_model *m);  // -1 if none
+const char *petrel_model_path(const petrel_model *m);
+
+// ---- context ----------------------------------------------------------------
+
+typedef struct petrel_context_params {
+    uint32_t n_ctx;            // KV-cache positions; 0 = min(n_ctx_train, 4096)
+    uint32_t n_batch;          // max tokens per petrel_decode call; 0 = 512
+} petrel_context_params;
+
+petrel_context_params petrel_context_default_params(void);
+petrel_context *petrel_context_new(petrel_model *m, const petrel_context_params *params, char *err,
+                                   size_t errlen);
+void petrel_context_free(petrel_context *c);
+uint32_t petrel_context_n_ctx(const petrel_context *c);
+const char *petrel_context_error(const petrel_context *c);
+
+// Which positions of a batch get logits.
+enum { PETREL_LOGITS_LAST = 0, PETREL_LOGITS_ALL = 1 };
+
+// Runs the model on n tokens at positions pos[0..n) (pos NULL = continue
+// after the current length: n_past, n_past+1, ...). Each token attends to
+// the KV cache entries at positions <= its own; a position p requires all
+// positions < p to be filled (by this batch or earlier ones). Writing a
+// position that already exists overwrites it and truncates the cache after
+// it (speculative decoding rolls back this way). Returns 0, or -1 with
+// petrel_context_error() set (token id out of range, position past n_ctx,
+// a gap, an I/O error).
+int petrel_decode(petrel_context *c, const petrel_token *tokens, const int32_t *pos, int n,
+                  int logits_mode);
+// Logits (n_vocab floats) of batch entry i of the last petrel_decode; only
+// the last entry with PETREL_LOGITS_LAST. NULL if not computed.
+const float *petrel_get_logits(petrel_context *c, int i);
+
+// Multi-token prediction: for entries i of the last petrel_decode batch, runs
+// the MTP block on (final hidden state of entry i, embedding of next[i]) at
+// the entry's position, giving logits for the token after next[i]. The MTP
+// block keeps its own KV cache. Returns 0 or -1.
+int petrel_decode_mtp(petrel_context *c, const int *batch_idx, const petrel_token *next, int n);
+const float *petrel_get_mtp_logits(petrel_context *c, int j);
+
+// Number of filled KV positions; truncation drops positions >= n.
+int32_t petrel_kv_len(const petrel_context *c);
+void petrel_kv_truncate(petrel_context *c, int32_t n);
+// Token history of the filled positions (length petrel_kv_len).
+const petrel_token *petrel_kv_tokens(const petrel_context *c);
+
+// ---- sampling ---------------------------------------------------------------
+
+typedef struct petrel_sampler_params {
+    float temperature;         // <= 0: greedy
+    int32_t top_k;             // 0 = off
+    float top_p;               // 1 = off
+    float min_p;               // 0 = off
+    float repeat_penalty;      // 1 = off (llama.cpp style, over the last repeat_last_n)
+    int32_t repeat_last_n;     // 64
+    float frequency_penalty;   // 0 = off (OpenAI style)
+    float presence_penalty;    // 0 = off
+    uint64_t seed;
+} petrel_sampler_params;
+
+typedef struct petrel_sampler petrel_sampler;
+petrel_sampler_params petrel_sampler_default_params(void);
+petrel_sampler *petrel_sampler_new(const petrel_sampler_params *p, int32_t n_vocab);
+void petrel_sampler_free(petrel_sampler *s);
+// Picks a token from logits given the tokens generated/seen so far (for
+// penalties). Deterministic for a given seed and call sequence.
+petrel_token petrel_sampler_sample(petrel_sampler *s, const float *logits,
+                                   const petrel_token *history, int n_history);
+void petrel_sampler_reset(petrel_sampler *s, uint64_t seed);
+
+// ---- statistics -------------------------------------------------------------
+
+typedef struct petrel_stats {
+    uint64_t n_prompt_tokens;      // tokens decoded in batches of > 1 (prefill)
+    uint64_t n_decode_tokens;      // tokens decoded one at a time
+    double t_prompt_s, t_decode_s; // time spent in those calls
+    uint64_t expert_hits;          // expert uses served from RAM (any tier)
+    uint64_t expert_hits_hot;      // ... of which from the pinned hot-store
+    uint64_t expert_hits_prefetch; // ... of which arrived through prefetch
+    uint64_t expert_misses;        // expert uses that needed a read
+    uint64_t bytes_read;           // bytes read from the model file for experts
+    double t_io_wait_s;            // time the engine waited on expert reads
+    uint64_t prefetch_predicted, prefetch_correct, prefetch_wasted_bytes;
+    uint64_t rss_bytes;            // resident memory now
+    uint64_t peak_rss_bytes;
+    uint64_t trunk_bytes, expert_cache_bytes, kv_bytes;
+} petrel_stats;
+
+void petrel_get_stats(const petrel_context *c, petrel_stats *out);
+void petrel_reset_stats(petrel_context *c);
+// Prints the one-paragraph summary the CLI commands print (stderr style).
+void petrel_print_stats(const petrel_context *c, void *file /* FILE* */);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
