@@ -1,0 +1,327 @@
+// tests/test_tokenizer.c — the tokenizer against the DeepSeek-V3 fixture
+// (reference ids and decodings produced by Hugging Face tokenizers 0.23.2),
+// plus robustness: invalid UTF-8, empty input, 1 MB input, malformed JSON,
+// streaming detokenisation.
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/testutil.h"
+#include "tokenizer/tokenizer.h"
+
+static pt_tokenizer *tok;
+
+static void setup(void)
+{
+    char *p = tu_fixture("tokenizer/deepseek_v3/tokenizer.json");
+    pt_err err = {{0}};
+    tok = pt_tokenizer_load(p, &err);
+    cr_assert(tok, "load: %s", err.msg);
+    free(p);
+}
+
+static void teardown(void)
+{
+    pt_tokenizer_free(tok);
+}
+
+// Compares ids with a JSON array; returns the index of the first mismatch
+// or -1 when equal.
+static long ids_diff(const int32_t *ids, int64_t n, json_object *want)
+{
+    long nw = (long)json_object_array_length(want);
+    for (long i = 0; i < nw && i < n; i++)
+        if (ids[i] != json_object_get_int(json_object_array_get_idx(want, (size_t)i)))
+            return i;
+    return n == nw ? -1 : (n < nw ? n : nw);
+}
+
+// Reads a JSONL fixture into an array of objects.
+static json_object **read_jsonl(const char *rel, size_t *n)
+{
+    char *p = tu_fixture(rel);
+    size_t len;
+    char *text = tu_read(p, &len);
+    cr_assert(text, "missing %s", p);
+    free(p);
+    json_object **v = NULL;
+    *n = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        v = realloc(v, (*n + 1) * sizeof *v);
+        v[*n] = json_tokener_parse(line);
+        cr_assert(v[*n], "bad fixture line %zu", *n);
+        (*n)++;
+    }
+    free(text);
+    return v;
+}
+
+static void check_case(json_object *c, size_t line, const char *ids_key, const char *dec_key, bool parse_special,
+                       int *fails)
+{
+    json_object *jt, *ji, *jd;
+    if (!json_object_object_get_ex(c, ids_key, &ji))
+        return;
+    json_object_object_get_ex(c, "text", &jt);
+    const char *text = json_object_get_string(jt);
+    size_t tl = (size_t)json_object_get_string_len(jt);
+    int32_t *ids;
+    pt_err err = {{0}};
+    int64_t n = pt_tokenizer_encode(tok, text, tl, parse_special, false, &ids, &err);
+    cr_assert(n >= 0, "%s", err.msg);
+    long d = ids_diff(ids, n, ji);
+    if (d >= 0) {
+        (*fails)++;
+        cr_log_error("line %zu %s: mismatch at id %ld (got %lld ids, want %zu): %.80s", line + 1, ids_key, d,
+                     (long long)n, json_object_array_length(ji), text);
+    }
+    if (json_object_object_get_ex(c, dec_key, &jd)) {
+        size_t dl;
+        char *dec = pt_tokenizer_decode(tok, ids, (size_t)n, false, &dl);
+        if (dl != (size_t)json_object_get_string_len(jd) || memcmp(dec, json_object_get_string(jd), dl)) {
+            (*fails)++;
+            cr_log_error("line %zu %s: decode mismatch: %.80s", line + 1, dec_key, text);
+        }
+        free(dec);
+    }
+    free(ids);
+}
+
+Test(tokenizer, fixture_cases, .init = setup, .fini = teardown)
+{
+    size_t n;
+    json_object **cases = read_jsonl("tokenizer/deepseek_v3/cases.jsonl", &n);
+    cr_assert_eq(n, 373);
+    int fails = 0, special_lines = 0;
+    for (size_t i = 0; i < n; i++) {
+        check_case(cases[i], i, "ids", "decoded", true, &fails);
+        if (json_object_object_get_ex(cases[i], "ids_special_as_text", NULL))
+            special_lines++;
+        check_case(cases[i], i, "ids_special_as_text", "decoded_special_as_text", false, &fails);
+        json_object_put(cases[i]);
+    }
+    free(cases);
+    cr_expect_eq(special_lines, 7);
+    cr_assert_eq(fails, 0, "%d mismatches (see log)", fails);
+}
+
+Test(tokenizer, empty_and_basic, .init = setup, .fini = teardown)
+{
+    int32_t *ids = (int32_t *)1;
+    pt_err err = {{0}};
+    cr_assert_eq(pt_tokenizer_encode(tok, "", 0, true, false, &ids, &err), 0);
+    cr_assert_null(ids);
+    cr_assert_eq(pt_tokenizer_encode(tok, "", 0, true, true, &ids, &err), 0); // ByteLevel post: nothing added
+    free(ids);
+    cr_assert_eq(pt_tokenizer_vocab_size(tok), 128815);
+    cr_assert(pt_tokenizer_is_special(tok, 0));
+    cr_assert(!pt_tokenizer_is_special(tok, 128803)); // <｜User｜> is a non-special added token
+    cr_assert_eq(pt_tokenizer_token_id(tok, "<｜User｜>"), 128803);
+    cr_assert_str_eq(pt_tokenizer_token_str(tok, 19923), "Hello");
+    size_t pl;
+    const char *p = pt_tokenizer_piece(tok, 223, &pl); // "Ġ"
+    cr_assert_eq(pl, 1);
+    cr_assert_eq(p[0], ' ');
+    char *d = pt_tokenizer_decode(tok, (int32_t[]){0, 19923}, 2, true, NULL);
+    cr_assert_str_eq(d, "Hello");
+    free(d);
+}
+
+// Invalid UTF-8 is encoded byte by byte (each invalid byte becomes its
+// byte-level symbol, possibly merged); decoding gives the bytes back as raw
+// pieces, and the lossy text has U+FFFD where they were.
+Test(tokenizer, invalid_utf8, .init = setup, .fini = teardown)
+{
+    const char bad[] = "ab\xff\xfe cd \xc3( \xe2\x82 end\x80";
+    size_t bl = sizeof bad - 1;
+    int32_t *ids;
+    pt_err err = {{0}};
+    int64_t n = pt_tokenizer_encode(tok, bad, bl, true, false, &ids, &err);
+    cr_assert_gt(n, 0);
+    // concatenated raw pieces reproduce the input bytes exactly
+    char buf[128];
+    size_t o = 0;
+    for (int64_t i = 0; i < n; i++) {
+        size_t l;
+        const char *p = pt_tokenizer_piece(tok, ids[i], &l);
+        cr_assert(o + l < sizeof buf);
+        memcpy(buf + o, p, l);
+        o += l;
+    }
+    cr_assert_eq(o, bl);
+    cr_assert(!memcmp(buf, bad, bl));
+    size_t dl;
+    char *d = pt_tokenizer_decode(tok, ids, (size_t)n, false, &dl);
+    // U+FFFD per maximal invalid subpart (Rust from_utf8_lossy)
+    const char *want = "ab\xEF\xBF\xBD\xEF\xBF\xBD cd \xEF\xBF\xBD( \xEF\xBF\xBD end\xEF\xBF\xBD";
+    cr_assert_str_eq(d, want);
+    free(d);
+    free(ids);
+}
+
+// 1 MB of mixed text: the round trip is exact, and the ids equal the
+// concatenation of encoding each line-sized chunk separately (each chunk
+// ends in "\n\n" followed by a letter, so pre-tokens never cross chunks).
+Test(tokenizer, one_megabyte, .init = setup, .fini = teardown)
+{
+    const char *para = "The quick brown fox — 快速的棕色狐狸 — jumps over 13 lazy dogs; "
+                       "café naïve Привет мир 🦊🐕 x=f(y)+42;\n\n";
+    size_t pl = strlen(para), reps = (1u << 20) / pl + 1, len = pl * reps;
+    char *big = malloc(len + 1);
+    for (size_t i = 0; i < reps; i++)
+        memcpy(big + i * pl, para, pl);
+    big[len] = 0;
+    int32_t *ids, *one;
+    pt_err err = {{0}};
+    int64_t n = pt_tokenizer_encode(tok, big, len, true, false, &ids, &err);
+    int64_t n1 = pt_tokenizer_encode(tok, para, pl, true, false, &one, &err);
+    cr_assert_gt(n1, 0);
+    cr_assert_eq(n, n1 * (int64_t)reps);
+    for (size_t r = 0; r < reps; r++)
+        cr_assert(!memcmp(ids + r * (size_t)n1, one, (size_t)n1 * sizeof *ids), "chunk %zu differs", r);
+    size_t dl;
+    char *d = pt_tokenizer_decode(tok, ids, (size_t)n, false, &dl);
+    cr_assert_eq(dl, len);
+    cr_assert(!memcmp(d, big, len));
+    free(d);
+    free(ids);
+    free(one);
+    // one long run of a single letter (one huge pre-token: the heap path)
+    memset(big, 'a', len);
+    n = pt_tokenizer_encode(tok, big, len, true, false, &ids, &err);
+    cr_assert_gt(n, 0);
+    d = pt_tokenizer_decode(tok, ids, (size_t)n, false, &dl);
+    cr_assert_eq(dl, len);
+    cr_assert(!memcmp(d, big, len));
+    free(d);
+    free(ids);
+    free(big);
+}
+
+Test(tokenizer, malformed_json)
+{
+    pt_err err = {{0}};
+    const char *bad = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0,}";
+    cr_assert_null(pt_tokenizer_from_json(bad, strlen(bad), "bad.json", &err));
+    cr_assert(strstr(err.msg, "bad.json") && strstr(err.msg, "malformed JSON"), "%s", err.msg);
+    const char *wrong = "{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}";
+    cr_assert_null(pt_tokenizer_from_json(wrong, strlen(wrong), "u.json", &err));
+    cr_assert(strstr(err.msg, "model.type") && strstr(err.msg, "Unigram"), "%s", err.msg);
+    const char *pre = "{\"pre_tokenizer\": {\"type\": \"Metaspace\"}, \"model\": {\"type\": \"BPE\", "
+                      "\"vocab\": {\"a\": 0}, \"merges\": []}}";
+    cr_assert_null(pt_tokenizer_from_json(pre, strlen(pre), "m.json", &err));
+    cr_assert(strstr(err.msg, "pre_tokenizer.type") && strstr(err.msg, "Metaspace"), "%s", err.msg);
+    const char *merge = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"a b\"]}}";
+    cr_assert_null(pt_tokenizer_from_json(merge, strlen(merge), "x.json", &err));
+    cr_assert(strstr(err.msg, "model.merges[0]"), "%s", err.msg);
+    cr_assert_null(pt_tokenizer_load("/nonexistent/tokenizer.json", &err));
+    cr_assert(strstr(err.msg, "/nonexistent/tokenizer.json"), "%s", err.msg);
+}
+
+// A tiny hand-made tokenizer: merges as ["a","b"] pairs, no pre-tokenizer
+// regexes, TemplateProcessing adding a BOS. Expected ids worked out by hand.
+Test(tokenizer, tiny_pair_merges_and_template)
+{
+    const char *js =
+        "{\"added_tokens\":[{\"id\":7,\"content\":\"<s>\",\"special\":true}],"
+        "\"normalizer\":{\"type\":\"NFC\"},"
+        "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true},"
+        "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\"}},"
+        "{\"Sequence\":{\"id\":\"A\"}}],\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[7]}}},"
+        "\"decoder\":{\"type\":\"ByteLevel\"},"
+        "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"Ġ\":3,\"Ġab\":4,\"aa\":5,\"é\":6,"
+        "\"Ã\":8,\"©\":9,\"Ã©\":10},"
+        "\"merges\":[[\"a\",\"b\"],[\"Ġ\",\"ab\"],[\"a\",\"a\"],[\"Ã\",\"©\"]]}}";
+    pt_err err = {{0}};
+    pt_tokenizer *t = pt_tokenizer_from_json(js, strlen(js), "tiny.json", &err);
+    cr_assert(t, "%s", err.msg);
+    int32_t *ids;
+    // "aab ab" -> pre-tokens "aab", " ab"; "aab": pairs aa(r2) ab(r0) -> a|ab ; " ab" -> Ġab
+    int64_t n = pt_tokenizer_encode(t, "aab ab", 6, true, true, &ids, &err);
+    cr_assert_eq(n, 4);
+    cr_assert_eq(ids[0], 7);
+    cr_assert_eq(ids[1], 0);
+    cr_assert_eq(ids[2], 2);
+    cr_assert_eq(ids[3], 4);
+    free(ids);
+    // "aaa" -> leftmost first: aa|a
+    n = pt_tokenizer_encode(t, "aaa", 3, true, false, &ids, &err);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(ids[0], 5);
+    cr_assert_eq(ids[1], 0);
+    free(ids);
+    // NFC: "e" + U+0301 -> "é" (C3 A9) -> bytes Ã© -> merged id 10
+    n = pt_tokenizer_encode(t, "e\xcc\x81", 3, true, false, &ids, &err);
+    cr_assert(n == 1 && ids[0] == 10, "n=%lld", (long long)n);
+    free(ids);
+    pt_tokenizer_free(t);
+}
+
+// Streaming: feeding the ids of text with multi-byte characters split across
+// tokens one at a time never yields a broken character, and the pieces
+// concatenate to the full decode.
+Test(tokenizer, streaming_never_splits_utf8, .init = setup, .fini = teardown)
+{
+    const char *text = "emoji 🤖⚛️👋🏽 family 👨‍👩‍👧 and 量子计算 mixed é";
+    int32_t *ids;
+    pt_err err = {{0}};
+    int64_t n = pt_tokenizer_encode(tok, text, strlen(text), true, false, &ids, &err);
+    // also the byte tokens of a 4-byte emoji one by one
+    int32_t bytes[4];
+    const char *em = "\xF0\x9F\xA4\x96";
+    for (int i = 0; i < 4; i++) {
+        char u[8] = {0};
+        // byte-level symbol of each byte
+        int32_t id = -1;
+        for (int32_t k = 0; k < 256 * 2 && id < 0; k++) {
+            size_t l;
+            const char *p = pt_tokenizer_piece(tok, k, &l);
+            if (p && l == 1 && p[0] == em[i])
+                id = k;
+        }
+        (void)u;
+        cr_assert_geq(id, 0);
+        bytes[i] = id;
+    }
+    pt_detok d;
+    pt_detok_init(&d, tok, false);
+    char acc[512] = {0};
+    size_t o = 0;
+    int empty_pushes = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const int32_t *v = pass ? bytes : ids;
+        int64_t m = pass ? 4 : n;
+        for (int64_t i = 0; i < m; i++) {
+            size_t l;
+            const char *s = pt_detok_push(&d, v[i], &l);
+            char *fixed = pt_utf8_lossy(s, l, NULL);
+            cr_assert_str_eq(fixed, s, "push %lld yielded invalid UTF-8", (long long)i);
+            free(fixed);
+            if (!l)
+                empty_pushes++;
+            memcpy(acc + o, s, l);
+            o += l;
+        }
+    }
+    size_t l;
+    pt_detok_flush(&d, &l);
+    cr_assert_eq(l, 0);
+    pt_detok_free(&d);
+    acc[o] = 0;
+    char want[512];
+    snprintf(want, sizeof want, "%s%s", text, em);
+    cr_assert_str_eq(acc, want);
+    cr_assert_geq(empty_pushes, 3); // the byte tokens of the emoji wait for each other
+    // an unfinished character at the end becomes U+FFFD on flush
+    pt_detok_init(&d, tok, false);
+    pt_detok_push(&d, bytes[0], &l);
+    cr_assert_eq(l, 0);
+    const char *f = pt_detok_flush(&d, &l);
+    cr_assert_str_eq(f, "\xEF\xBF\xBD");
+    pt_detok_free(&d);
+    free(ids);
+}
