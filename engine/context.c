@@ -319,3 +319,9 @@ const float *petrel_get_mtp_logits(petrel_context *c, int j)
         return NULL;
     return c->mtp_logits + (size_t)j * c->model->hp.n_vocab;
 }
+
+void petrel_set_route_observer(petrel_context *c, petrel_route_fn fn, void *user)
+{
+    c->route_fn = fn;
+    c->route_user = user;
+}

@@ -59,6 +59,8 @@ struct petrel_context {
     int logits_n;             // rows valid
     float *mtp_logits;        // (n_batch, n_vocab)
     int mtp_n;
+    petrel_route_fn route_fn; // routing observer or NULL
+    void *route_user;
     petrel_stats st;
     pt_err err;
 };

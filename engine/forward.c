@@ -149,6 +149,10 @@ static int moe(petrel_context *c, int il, int B)
     for (int b = 0; b < B; b++)
         pt_route(&rc, s->rlogits + (size_t)b * hp->n_expert, L->exp_bias, s->rids + (size_t)b * n_used,
                  s->rw + (size_t)b * n_used, s->rscratch);
+    if (c->route_fn)
+        for (int b = 0; b < B; b++)
+            c->route_fn(c->route_user, il, s->pos[b], s->rids + (size_t)b * n_used, s->rw + (size_t)b * n_used,
+                        n_used);
 
     // Each distinct expert of the batch is fetched once (batch union) and
     // applied to all tokens that chose it; experts go in ascending id order.
@@ -168,8 +172,6 @@ static int moe(petrel_context *c, int il, int B)
         const void *w[3];
         if (pt_ecache_acquire(c->ecache, il, e, w, &c->err) < 0)
             return -1;
-        const pt_ecache_layer_src *src = &m->exp_src[il];
-        (void)src;
         pt_mat g = {w[0], L->exps_type[0], hp->n_ff_exp, hp->n_embd};
         pt_mat u = {w[1], L->exps_type[1], hp->n_ff_exp, hp->n_embd};
         pt_mat d = {w[2], L->exps_type[2], hp->n_embd, hp->n_ff_exp};

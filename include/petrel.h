@@ -101,6 +101,13 @@ void petrel_kv_truncate(petrel_context *c, int32_t n);
 // Token history of the filled positions (length petrel_kv_len).
 const petrel_token *petrel_kv_tokens(const petrel_context *c);
 
+// Routing observer (traces, checks): called for every MoE block and batch
+// entry with the selected experts (ascending ids) and their weights. layer is
+// the block index (the MTP block is n_layer). NULL removes it.
+typedef void (*petrel_route_fn)(void *user, int layer, int32_t pos, const int32_t *experts,
+                                const float *weights, int n);
+void petrel_set_route_observer(petrel_context *c, petrel_route_fn fn, void *user);
+
 // ---- sampling ---------------------------------------------------------------
 
 typedef struct petrel_sampler_params {

@@ -78,3 +78,68 @@ void *tu_read(const char *path, size_t *len)
         *len = (size_t)n;
     return buf;
 }
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <criterion/criterion.h>
+
+char *tu_tiny_model(const char *type)
+{
+    char dir[1024], path[1200], lock[1200];
+    snprintf(dir, sizeof dir, "%s/test-models", PETREL_BUILD_DIR);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/tiny-dsv3-%s.gguf", dir, type);
+    snprintf(lock, sizeof lock, "%s/.lock", dir);
+    int fd = open(lock, O_CREAT | O_RDWR, 0644);
+    cr_assert(fd >= 0, "cannot open %s", lock);
+    flock(fd, LOCK_EX);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        char *out = NULL;
+        int rc;
+        if (!strcmp(type, "default"))
+            rc = tu_sh(&out, "'%s' convert '%s/tests/fixtures/tiny-dsv3' -o '%s' 2>&1", PETREL_BIN,
+                       PETREL_SOURCE_DIR, path);
+        else
+            rc = tu_sh(&out, "'%s' convert '%s/tests/fixtures/tiny-dsv3' -o '%s' --type %s 2>&1", PETREL_BIN,
+                       PETREL_SOURCE_DIR, path, type);
+        if (rc != 0) {
+            flock(fd, LOCK_UN);
+            close(fd);
+            cr_assert_fail("converting tiny-dsv3 to %s failed (%d):\n%s", type, rc, out);
+        }
+        free(out);
+    }
+    flock(fd, LOCK_UN);
+    close(fd);
+    return strdup(path);
+}
+
+static void *golden(const char *name, size_t *bytes)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/fixtures/tiny-dsv3/golden/%s", PETREL_SOURCE_DIR, name);
+    void *p = tu_read(path, bytes);
+    cr_assert(p, "missing golden file %s", path);
+    return p;
+}
+
+float *tu_golden_f32(const char *name, size_t *count)
+{
+    size_t b;
+    float *p = golden(name, &b);
+    if (count)
+        *count = b / sizeof(float);
+    return p;
+}
+
+int32_t *tu_golden_i32(const char *name, size_t *count)
+{
+    size_t b;
+    int32_t *p = golden(name, &b);
+    if (count)
+        *count = b / sizeof(int32_t);
+    return p;
+}

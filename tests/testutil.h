@@ -17,4 +17,14 @@ int tu_sh(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3))
 // Reads a whole binary file; NULL if missing.
 void *tu_read(const char *path, size_t *len);
 
+
+// Path of tiny-dsv3 converted with `--type TYPE` (f32, q8_0, q4_0, or
+// "default"), cached under the build directory; converted on first use
+// (serialised across concurrent test processes with a lock file). Aborts the
+// test on failure. Returns a malloc'ed path.
+char *tu_tiny_model(const char *type);
+// Reads a float32 golden file of tiny-dsv3 (e.g. "case1_logits.f32.bin").
+float *tu_golden_f32(const char *name, size_t *count);
+int32_t *tu_golden_i32(const char *name, size_t *count);
+
 #endif
