@@ -68,6 +68,11 @@ struct petrel_context {
 // Runs one block (trunk layer or MTP block il) on s->x (B rows) in place,
 // with the batch's positions in s->pos. -1 + c->err on an I/O failure.
 int pt_forward_block(petrel_context *c, int il, int B);
+// SwiGLU FFN: X (B, n_embd) -> Y (B, n_embd); Y may alias X.
+void pt_ffn(petrel_context *c, const pt_mat *gate, const pt_mat *up, const pt_mat *down, const float *X, int B,
+            float *Y);
+// MoE sub-block of block il: s->xn (B rows) -> s->tmp. -1 + c->err on I/O failure.
+int pt_moe(petrel_context *c, int il, int B);
 // Embedding rows for tokens into out (B, n_embd).
 void pt_embed(const pt_mat *embd, const petrel_token *tokens, int B, float *out);
 
