@@ -1,0 +1,274 @@
+// convert/synth_gen.c — the values of synthetic tensors.
+//
+// Every value is a pure function of (tensor seed, row, column): a row's
+// random bits come from splitmix64 over a counter (one 64-bit draw per
+// value), so any split of a tensor into row ranges, on any number of
+// threads, gives identical bytes, and copies (MTP embed/head) are made from
+// the source tensor's seed key and come out byte-identical.
+//
+// "N(0,1)" below is the Irwin-Hall sum of four 16-bit uniforms, rescaled to
+// unit variance (bounded at +-3.46; cheap and close enough to a Gaussian
+// for synthetic weights).
+//   FP8 linears  N(0,1) * gain / sqrt(in) * f(block), f log-uniform in
+//                [0.5, 2] per 128x128 block; stored as E4M3 of
+//                x * 448 / amax(block) with scale_inv = amax(block) / 448
+//                (round-to-nearest-even, saturating).
+//   BF16 dense   N(0,1) * gain / sqrt(in)     (lm_head, eh_proj)
+//   embeddings   N(0,1) * gain
+//   norms        1 + 0.1 N(0,1)
+//   router       see synth_router_init / synth_router_bias.
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "convert/synth_int.h"
+
+#define SYNTH_BLK 128u
+#define IH_MEAN 131070             // 4 * 65535 / 2
+#define IH_SCALE 2.6429188e-05f    // sqrt(3) / 65536: unit variance
+
+uint64_t synth_seed_of(uint64_t seed, const char *key)
+{
+    // FNV-1a over the key, then mixed with the seed.
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ull;
+    return synth_mix(h ^ synth_mix(seed));
+}
+
+// Row r's counter base: column c of row r draws synth_mix(base + c).
+static inline uint64_t row_base(uint64_t tseed, uint64_t r)
+{
+    return synth_mix(tseed ^ (r * 0xD1B54A32D192ED03ull));
+}
+
+// Irwin-Hall sums (four 16-bit lanes of one 64-bit draw) minus their mean
+// for columns [c0, c0 + n) of a row. out[i] in [-131070, 131070].
+static void row_ih(uint64_t base, uint64_t c0, uint32_t n, int32_t *out)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t a = synth_mix(base + c0 + i);
+        uint64_t t = (a & 0x0000FFFF0000FFFFull) + ((a >> 16) & 0x0000FFFF0000FFFFull);
+        out[i] = (int32_t)((t & 0xFFFFFFFFull) + (t >> 32)) - IH_MEAN;
+    }
+}
+
+uint8_t synth_fp8_e4m3(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    uint32_t sign = (b >> 24) & 0x80u;
+    b &= 0x7FFFFFFFu;
+    uint32_t code;
+    if (b >= 0x3C800000u) { // |x| >= 2^-6: normal E4M3
+        if (b >= 0x43E00000u) // >= 448 (and inf / NaN): saturate
+            code = 0x7E;
+        else {
+            uint32_t r = b + 0x7FFFFu + ((b >> 20) & 1u); // RNE to 3 mantissa bits
+            code = (r >> 20) - (120u << 3);               // rebias exponent 127 -> 7
+            if (code > 0x7E)
+                code = 0x7E;
+        }
+    } else { // subnormal: multiples of 2^-9; 2^14 has an ulp of 2^-9
+        float ax;
+        memcpy(&ax, &b, 4);
+        float t = ax + 16384.0f;
+        uint32_t tb;
+        memcpy(&tb, &t, 4);
+        code = tb - 0x46800000u; // 0..8 (8 == 2^-6, the smallest normal)
+    }
+    return (uint8_t)(code | sign);
+}
+
+static inline uint16_t f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+// Per-block factor, log-uniform in [0.5, 2].
+static float block_factor(uint64_t tseed, uint64_t bi, uint64_t bj)
+{
+    uint64_t h = synth_mix(tseed ^ synth_mix(0xB10C0000ull + bi * 0x10001ull + (bj << 40)));
+    double u = (double)(h >> 11) * (1.0 / 9007199254740992.0);
+    return (float)exp2(2.0 * u - 1.0);
+}
+
+// One 128-row block row of an FP8 linear: rows [r0, r1), all columns.
+static void make_fp8_blockrow(const synth_tensor *t, uint64_t tseed, uint64_t r0, uint64_t r1,
+                              uint8_t *dst, float *scale)
+{
+    const uint64_t cols = t->cols;
+    const uint64_t ncb = (cols + SYNTH_BLK - 1) / SYNTH_BLK;
+    const uint32_t nr = (uint32_t)(r1 - r0);
+    const float std = t->gain / sqrtf((float)cols);
+    int32_t tmp[SYNTH_BLK * SYNTH_BLK];
+    uint64_t base[SYNTH_BLK];
+    for (uint32_t r = 0; r < nr; r++)
+        base[r] = row_base(tseed, r0 + r);
+    for (uint64_t j = 0; j < ncb; j++) {
+        uint64_t c0 = j * SYNTH_BLK;
+        uint32_t nc = (uint32_t)((cols - c0) < SYNTH_BLK ? (cols - c0) : SYNTH_BLK);
+        int32_t amax = 1;
+        for (uint32_t r = 0; r < nr; r++) {
+            int32_t *row = tmp + r * SYNTH_BLK;
+            row_ih(base[r], c0, nc, row);
+            for (uint32_t c = 0; c < nc; c++) {
+                int32_t a = row[c] < 0 ? -row[c] : row[c];
+                amax = a > amax ? a : amax;
+            }
+        }
+        const float inv = 448.0f / (float)amax;
+        for (uint32_t r = 0; r < nr; r++) {
+            const int32_t *row = tmp + r * SYNTH_BLK;
+            uint8_t *out = dst + r * cols + c0;
+            for (uint32_t c = 0; c < nc; c++)
+                out[c] = synth_fp8_e4m3((float)row[c] * inv);
+        }
+        float f = block_factor(tseed, r0 / SYNTH_BLK, j);
+        scale[j] = (float)amax * IH_SCALE * std * f / 448.0f;
+    }
+}
+
+void synth_make_rows(const synth_tensor *t, uint64_t tseed, const synth_router *router,
+                     uint64_t r0, uint64_t r1, uint8_t *dst, float *scale)
+{
+    assert(r0 < r1 && r1 <= t->rows);
+    const uint64_t cols = t->cols;
+    switch (t->init) {
+    case SI_LINEAR: {
+        assert(r0 % SYNTH_BLK == 0 && (r1 % SYNTH_BLK == 0 || r1 == t->rows));
+        const uint64_t ncb = (cols + SYNTH_BLK - 1) / SYNTH_BLK;
+        for (uint64_t b0 = r0; b0 < r1; b0 += SYNTH_BLK) {
+            uint64_t b1 = b0 + SYNTH_BLK < r1 ? b0 + SYNTH_BLK : r1;
+            make_fp8_blockrow(t, tseed, b0, b1, dst + (b0 - r0) * cols,
+                              scale + ((b0 - r0) / SYNTH_BLK) * ncb);
+        }
+        break;
+    }
+    case SI_DENSE:
+    case SI_EMBED:
+    case SI_NORM: {
+        float std = t->init == SI_DENSE ? t->gain / sqrtf((float)cols)
+                  : t->init == SI_EMBED ? t->gain : 0.1f;
+        float add = t->init == SI_NORM ? 1.0f : 0.0f;
+        int32_t tmp[256];
+        uint16_t *out = (uint16_t *)dst;
+        for (uint64_t r = r0; r < r1; r++) {
+            uint64_t base = row_base(tseed, r);
+            for (uint64_t c0 = 0; c0 < cols; c0 += 256) {
+                uint32_t n = (uint32_t)(cols - c0 < 256 ? cols - c0 : 256);
+                row_ih(base, c0, n, tmp);
+                for (uint32_t c = 0; c < n; c++)
+                    out[(r - r0) * cols + c0 + c] = f32_to_bf16(add + (float)tmp[c] * IH_SCALE * std);
+            }
+        }
+        break;
+    }
+    case SI_GATE: {
+        assert(router && (uint32_t)t->layer < router->n_blocks && cols == router->hidden);
+        const float *g = router->gate + (uint64_t)t->layer * router->experts * router->hidden;
+        uint16_t *out = (uint16_t *)dst;
+        for (uint64_t r = r0; r < r1; r++)
+            for (uint64_t c = 0; c < cols; c++)
+                out[(r - r0) * cols + c] = f32_to_bf16(g[r * cols + c]);
+        break;
+    }
+    case SI_BIAS: {
+        assert(router && r0 == 0 && r1 == 1 && cols == router->experts);
+        memcpy(dst, router->bias + (uint64_t)t->layer * router->experts, cols * sizeof(float));
+        break;
+    }
+    case SI_SCALE:
+        assert(!"scale_inv tensors are made with their FP8 tensor");
+        break;
+    }
+}
+
+// ---- router ---------------------------------------------------------------
+
+// A random permutation of n (Fisher-Yates over a splitmix stream).
+static void permutation(uint64_t seed, uint32_t n, uint32_t *perm)
+{
+    for (uint32_t i = 0; i < n; i++)
+        perm[i] = i;
+    for (uint32_t i = n; i > 1; i--) {
+        uint64_t h = synth_mix(seed + i);
+        uint32_t j = (uint32_t)(h % i);
+        uint32_t x = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = x;
+    }
+}
+
+float synth_router_bias(uint64_t seed, uint32_t layer, uint32_t e, uint32_t n_experts)
+{
+    assert(e < n_experts && n_experts >= 2);
+    uint32_t *perm = malloc(n_experts * sizeof *perm);
+    if (!perm)
+        return 0.0f;
+    permutation(synth_seed_of(seed, "router.rank") + layer * 0x9E3779B97F4A7C15ull, n_experts, perm);
+    uint32_t rank = perm[e];
+    free(perm);
+    // Zipf-like popularity: bias falls with log(rank), its range normalised
+    // so that the skew is similar for any expert count (~8x max/median with
+    // 128 experts top-8 on isotropic inputs).
+    double b = 0.1 - 0.3 * log(1.0 + rank) / log((double)n_experts);
+    return (float)b;
+}
+
+// Router gates: rows of block l are rho * (rows of block l-1, permuted) +
+// sqrt(1 - rho^2) * fresh noise, so consecutive layers' routing is
+// correlated (a next-layer predictor has signal), then scaled by
+// 1 / sqrt(hidden) so that logits on a unit-RMS input have unit variance.
+#define ROUTER_RHO 0.6f
+
+int synth_router_init(synth_router *r, const synth_preset *p, uint64_t seed)
+{
+    memset(r, 0, sizeof *r);
+    r->n_blocks = p->layers + p->nextn;
+    r->first = p->first_dense;
+    r->experts = p->experts;
+    r->hidden = p->hidden;
+    const uint64_t per = (uint64_t)p->experts * p->hidden;
+    r->gate = calloc((uint64_t)r->n_blocks * per, sizeof(float));
+    r->bias = calloc((uint64_t)r->n_blocks * p->experts, sizeof(float));
+    uint32_t *perm = malloc(p->experts * sizeof *perm);
+    int32_t *tmp = malloc(p->hidden * sizeof *tmp);
+    if (!r->gate || !r->bias || !perm || !tmp) {
+        free(perm);
+        free(tmp);
+        synth_router_free(r);
+        return -1;
+    }
+    const float keep = ROUTER_RHO, fresh = sqrtf(1.0f - ROUTER_RHO * ROUTER_RHO);
+    const float unit = 1.0f / sqrtf((float)p->hidden);
+    for (uint32_t l = r->first; l < r->n_blocks; l++) {
+        float *g = r->gate + (uint64_t)l * per;
+        const float *prev = l > r->first ? r->gate + (uint64_t)(l - 1) * per : NULL;
+        uint64_t ls = synth_seed_of(seed, "router.gate") + l * 0x9E3779B97F4A7C15ull;
+        permutation(ls ^ 0x5A5A5A5Aull, p->experts, perm);
+        for (uint32_t e = 0; e < p->experts; e++) {
+            row_ih(row_base(ls, e), 0, p->hidden, tmp);
+            for (uint32_t h = 0; h < p->hidden; h++) {
+                float n = (float)tmp[h] * IH_SCALE * unit;
+                g[(uint64_t)e * p->hidden + h] =
+                    prev ? keep * prev[(uint64_t)perm[e] * p->hidden + h] + fresh * n : n;
+            }
+        }
+        for (uint32_t e = 0; e < p->experts; e++)
+            r->bias[(uint64_t)l * p->experts + e] = synth_router_bias(seed, l, e, p->experts);
+    }
+    free(perm);
+    free(tmp);
+    return 0;
+}
+
+void synth_router_free(synth_router *r)
+{
+    free(r->gate);
+    free(r->bias);
+    r->gate = r->bias = NULL;
+}
