@@ -1,14 +1,14 @@
 // convert/synth_gen.c — the values of synthetic tensors.
 //
 // Every value is a pure function of (tensor seed, row, column): a row's
-// random bits come from splitmix64 over a counter (one 64-bit draw per
-// value), so any split of a tensor into row ranges, on any number of
+// random bits come from splitmix64 over a counter (one 64-bit draw per two
+// values), so any split of a tensor into row ranges, on any number of
 // threads, gives identical bytes, and copies (MTP embed/head) are made from
 // the source tensor's seed key and come out byte-identical.
 //
-// "N(0,1)" below is the Irwin-Hall sum of four 16-bit uniforms, rescaled to
-// unit variance (bounded at +-3.46; cheap and close enough to a Gaussian
-// for synthetic weights).
+// "N(0,1)" below is the Irwin-Hall sum of four uniform bytes, rescaled to
+// unit variance (1021 levels, bounded at +-3.45; cheap and close enough to
+// a Gaussian for synthetic weights; FP8 keeps only 3 mantissa bits anyway).
 //   FP8 linears  N(0,1) * gain / sqrt(in) * f(block), f log-uniform in
 //                [0.5, 2] per 128x128 block; stored as E4M3 of
 //                x * 448 / amax(block) with scale_inv = amax(block) / 448
@@ -24,8 +24,9 @@
 #include "convert/synth_int.h"
 
 #define SYNTH_BLK 128u
-#define IH_MEAN 131070             // 4 * 65535 / 2
-#define IH_SCALE 2.6429188e-05f    // sqrt(3) / 65536: unit variance
+#define IH_MEAN 510                // 4 * 255 / 2
+#define IH_MAX 510                 // |sum - mean| <= 510
+#define IH_SCALE 6.7658e-03f       // 1 / sqrt(4 * (256^2 - 1) / 12): unit variance
 
 uint64_t synth_seed_of(uint64_t seed, const char *key)
 {
@@ -36,20 +37,32 @@ uint64_t synth_seed_of(uint64_t seed, const char *key)
     return synth_mix(h ^ synth_mix(seed));
 }
 
-// Row r's counter base: column c of row r draws synth_mix(base + c).
+// Row r's counter base: columns 2k and 2k+1 of row r use synth_mix(base + k).
 static inline uint64_t row_base(uint64_t tseed, uint64_t r)
 {
     return synth_mix(tseed ^ (r * 0xD1B54A32D192ED03ull));
 }
 
-// Irwin-Hall sums (four 16-bit lanes of one 64-bit draw) minus their mean
-// for columns [c0, c0 + n) of a row. out[i] in [-131070, 131070].
-static void row_ih(uint64_t base, uint64_t c0, uint32_t n, int32_t *out)
+// Irwin-Hall sums of four uniform bytes minus their mean for columns
+// [c0, c0 + n) of a row (c0 even): two values per 64-bit draw, summed with
+// SWAR adds. out[i] in [-510, 510], standard deviation 147.8.
+static void row_ih(uint64_t base, uint64_t c0, uint32_t n, int16_t *out)
 {
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t a = synth_mix(base + c0 + i);
-        uint64_t t = (a & 0x0000FFFF0000FFFFull) + ((a >> 16) & 0x0000FFFF0000FFFFull);
-        out[i] = (int32_t)((t & 0xFFFFFFFFull) + (t >> 32)) - IH_MEAN;
+    assert(c0 % 2 == 0);
+    const uint64_t k0 = base + c0 / 2;
+    uint32_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+        uint64_t a = synth_mix(k0 + i / 2);
+        uint64_t t = (a & 0x00FF00FF00FF00FFull) + ((a >> 8) & 0x00FF00FF00FF00FFull);
+        uint64_t u = (t & 0x0000FFFF0000FFFFull) + ((t >> 16) & 0x0000FFFF0000FFFFull);
+        out[i] = (int16_t)((int32_t)(u & 0xFFFF) - IH_MEAN);
+        out[i + 1] = (int16_t)((int32_t)(u >> 32) - IH_MEAN);
+    }
+    if (i < n) {
+        uint64_t a = synth_mix(k0 + i / 2);
+        uint64_t t = (a & 0x00FF00FF00FF00FFull) + ((a >> 8) & 0x00FF00FF00FF00FFull);
+        uint64_t u = (t & 0x0000FFFF0000FFFFull) + ((t >> 16) & 0x0000FFFF0000FFFFull);
+        out[i] = (int16_t)((int32_t)(u & 0xFFFF) - IH_MEAN);
     }
 }
 
@@ -97,6 +110,8 @@ static float block_factor(uint64_t tseed, uint64_t bi, uint64_t bj)
 }
 
 // One 128-row block row of an FP8 linear: rows [r0, r1), all columns.
+// Values are small integers, so each block is encoded through a table of
+// the E4M3 code of every magnitude up to the block's amax.
 static void make_fp8_blockrow(const synth_tensor *t, uint64_t tseed, uint64_t r0, uint64_t r1,
                               uint8_t *dst, float *scale)
 {
@@ -104,28 +119,36 @@ static void make_fp8_blockrow(const synth_tensor *t, uint64_t tseed, uint64_t r0
     const uint64_t ncb = (cols + SYNTH_BLK - 1) / SYNTH_BLK;
     const uint32_t nr = (uint32_t)(r1 - r0);
     const float std = t->gain / sqrtf((float)cols);
-    int32_t tmp[SYNTH_BLK * SYNTH_BLK];
+    int16_t tmp[SYNTH_BLK * SYNTH_BLK];
+    uint8_t lut[IH_MAX + 1];
     uint64_t base[SYNTH_BLK];
     for (uint32_t r = 0; r < nr; r++)
         base[r] = row_base(tseed, r0 + r);
     for (uint64_t j = 0; j < ncb; j++) {
         uint64_t c0 = j * SYNTH_BLK;
         uint32_t nc = (uint32_t)((cols - c0) < SYNTH_BLK ? (cols - c0) : SYNTH_BLK);
-        int32_t amax = 1;
+        int amax = 1;
         for (uint32_t r = 0; r < nr; r++) {
-            int32_t *row = tmp + r * SYNTH_BLK;
+            int16_t *row = tmp + r * SYNTH_BLK;
             row_ih(base[r], c0, nc, row);
+            int m = 0;
             for (uint32_t c = 0; c < nc; c++) {
-                int32_t a = row[c] < 0 ? -row[c] : row[c];
-                amax = a > amax ? a : amax;
+                int a = row[c] < 0 ? -row[c] : row[c];
+                m = a > m ? a : m;
             }
+            amax = m > amax ? m : amax;
         }
         const float inv = 448.0f / (float)amax;
+        for (int v = 0; v <= amax; v++)
+            lut[v] = synth_fp8_e4m3((float)v * inv);
         for (uint32_t r = 0; r < nr; r++) {
-            const int32_t *row = tmp + r * SYNTH_BLK;
+            const int16_t *row = tmp + r * SYNTH_BLK;
             uint8_t *out = dst + r * cols + c0;
-            for (uint32_t c = 0; c < nc; c++)
-                out[c] = synth_fp8_e4m3((float)row[c] * inv);
+            for (uint32_t c = 0; c < nc; c++) {
+                int v = row[c];
+                int a = v < 0 ? -v : v;
+                out[c] = (uint8_t)(lut[a] | ((v >> 8) & 0x80));
+            }
         }
         float f = block_factor(tseed, r0 / SYNTH_BLK, j);
         scale[j] = (float)amax * IH_SCALE * std * f / 448.0f;
@@ -154,7 +177,10 @@ void synth_make_rows(const synth_tensor *t, uint64_t tseed, const synth_router *
         float std = t->init == SI_DENSE ? t->gain / sqrtf((float)cols)
                   : t->init == SI_EMBED ? t->gain : 0.1f;
         float add = t->init == SI_NORM ? 1.0f : 0.0f;
-        int32_t tmp[256];
+        uint16_t lut[2 * IH_MAX + 1];
+        for (int v = -IH_MAX; v <= IH_MAX; v++)
+            lut[v + IH_MAX] = f32_to_bf16(add + (float)v * IH_SCALE * std);
+        int16_t tmp[256];
         uint16_t *out = (uint16_t *)dst;
         for (uint64_t r = r0; r < r1; r++) {
             uint64_t base = row_base(tseed, r);
@@ -162,7 +188,7 @@ void synth_make_rows(const synth_tensor *t, uint64_t tseed, const synth_router *
                 uint32_t n = (uint32_t)(cols - c0 < 256 ? cols - c0 : 256);
                 row_ih(base, c0, n, tmp);
                 for (uint32_t c = 0; c < n; c++)
-                    out[(r - r0) * cols + c0 + c] = f32_to_bf16(add + (float)tmp[c] * IH_SCALE * std);
+                    out[(r - r0) * cols + c0 + c] = lut[tmp[c] + IH_MAX];
             }
         }
         break;
@@ -236,7 +262,7 @@ int synth_router_init(synth_router *r, const synth_preset *p, uint64_t seed)
     r->gate = calloc((uint64_t)r->n_blocks * per, sizeof(float));
     r->bias = calloc((uint64_t)r->n_blocks * p->experts, sizeof(float));
     uint32_t *perm = malloc(p->experts * sizeof *perm);
-    int32_t *tmp = malloc(p->hidden * sizeof *tmp);
+    int16_t *tmp = malloc(p->hidden * sizeof *tmp);
     if (!r->gate || !r->bias || !perm || !tmp) {
         free(perm);
         free(tmp);
