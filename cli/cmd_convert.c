@@ -1,11 +1,138 @@
-// cli/cmd_convert.c — placeholder until the owning issue lands.
+// cli/cmd_convert.c — `petrel convert HF_DIR -o MODEL.gguf [options]`.
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli/commands.h"
+#include "convert/convert.h"
+#include "kernels/quant.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: petrel convert HF_DIR -o MODEL.gguf [options]\n"
+            "       petrel convert --plan HF_DIR|CONFIG.json [type options]\n"
+            "\n"
+            "Converts a Hugging Face DeepSeek-V3-style checkpoint (config.json, model.safetensors.index.json,\n"
+            "shards; FP8 e4m3 with 128x128 block scales, or BF16/F16/F32) to a deepseek2 GGUF, shard by shard.\n"
+            "A killed conversion resumes when the same command is run again.\n"
+            "\n"
+            "options:\n"
+            "  -o, --output PATH      output GGUF file\n"
+            "  --type T               type of every matrix (q4_0 | q8_0 | bf16 | f16 | f32)\n"
+            "  --expert-type T        routed experts (default q4_0)\n"
+            "  --trunk-type T         other matrices (default q8_0); norms, router and bias stay f32\n"
+            "  --threads N            worker threads for (de)quantisation\n"
+            "  --delete-source        delete each shard once everything taken from it is durable\n"
+            "  --fetch-cmd 'CMD {file}'  run (in HF_DIR) before a missing shard is needed\n"
+            "  --force                redo a complete conversion / discard an unfinished one\n"
+            "  --plan                 print the output layout without reading any weight\n");
+}
+
+static int parse_type(const char *opt, const char *v, pt_dtype *out)
+{
+    int t = v ? pt_dtype_from_name(v) : -1;
+    if (t < 0) {
+        fprintf(stderr, "petrel convert: %s: unknown type '%s' (q4_0 | q8_0 | bf16 | f16 | f32)\n", opt,
+                v ? v : "");
+        return -1;
+    }
+    *out = (pt_dtype)t;
+    return 0;
+}
 
 int cmd_convert(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "petrel convert: not implemented yet\n");
-    return 1;
+    pt_convert_opts o = {.expert_type = PT_Q4_0, .trunk_type = PT_Q8_0, .summary = stdout};
+    bool plan = false, type_set = false, exp_set = false, trunk_set = false;
+    pt_dtype all = PT_Q8_0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VALUE()                                                                  \
+    do {                                                                              \
+        if (!v) {                                                                     \
+            fprintf(stderr, "petrel convert: %s needs a value\n", a);                \
+            return 2;                                                                 \
+        }                                                                             \
+        i++;                                                                          \
+    } while (0)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            NEED_VALUE();
+            o.out_path = v;
+        } else if (!strcmp(a, "--type")) {
+            NEED_VALUE();
+            if (parse_type(a, v, &all) < 0)
+                return 2;
+            type_set = true;
+        } else if (!strcmp(a, "--expert-type")) {
+            NEED_VALUE();
+            if (parse_type(a, v, &o.expert_type) < 0)
+                return 2;
+            exp_set = true;
+        } else if (!strcmp(a, "--trunk-type")) {
+            NEED_VALUE();
+            if (parse_type(a, v, &o.trunk_type) < 0)
+                return 2;
+            trunk_set = true;
+        } else if (!strcmp(a, "--threads")) {
+            NEED_VALUE();
+            o.threads = atoi(v);
+            if (o.threads <= 0) {
+                fprintf(stderr, "petrel convert: --threads must be a positive integer\n");
+                return 2;
+            }
+        } else if (!strcmp(a, "--delete-source")) {
+            o.delete_source = true;
+        } else if (!strcmp(a, "--fetch-cmd")) {
+            NEED_VALUE();
+            o.fetch_cmd = v;
+        } else if (!strcmp(a, "--force")) {
+            o.force = true;
+        } else if (!strcmp(a, "--plan")) {
+            plan = true;
+        } else if (!strcmp(a, "--debug-stop-after-units")) { // test hook (undocumented)
+            NEED_VALUE();
+            o.debug_stop_after_units = strtoull(v, NULL, 10);
+        } else if (!strcmp(a, "--debug-stop-after-shards")) { // test hook (undocumented)
+            NEED_VALUE();
+            o.debug_stop_after_shards = strtoull(v, NULL, 10);
+        } else if (a[0] == '-') {
+            fprintf(stderr, "petrel convert: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        } else if (!o.in_dir) {
+            o.in_dir = a;
+        } else {
+            fprintf(stderr, "petrel convert: unexpected argument '%s'\n", a);
+            return 2;
+        }
+#undef NEED_VALUE
+    }
+    if (type_set) {
+        if (!exp_set)
+            o.expert_type = all;
+        if (!trunk_set)
+            o.trunk_type = all;
+    }
+    if (!o.in_dir || (!plan && !o.out_path)) {
+        usage(stderr);
+        return 2;
+    }
+    pt_err err = {{0}};
+    if (plan) {
+        if (pt_convert_plan(o.in_dir, o.expert_type, o.trunk_type, stdout, &err) < 0) {
+            fprintf(stderr, "petrel convert: %s\n", err.msg);
+            return 1;
+        }
+        return 0;
+    }
+    if (pt_convert_run(&o, &err) < 0) {
+        fprintf(stderr, "petrel convert: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
 }

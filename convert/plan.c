@@ -1,0 +1,350 @@
+// convert/plan.c — the output layout: tensors, types, offsets, work units.
+#include "convert/plan.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "convert/tokwrite.h"
+
+// GGUF name suffix -> HF name suffix (inside "model.layers.N.").
+static const struct {
+    const char *gguf, *hf;
+    pt_xform x;
+} layer_map[] = {
+    {"attn_norm.weight", "input_layernorm.weight", PT_X_COPY},
+    {"attn_q_a.weight", "self_attn.q_a_proj.weight", PT_X_COPY},
+    {"attn_q_a_norm.weight", "self_attn.q_a_layernorm.weight", PT_X_COPY},
+    {"attn_q_b.weight", "self_attn.q_b_proj.weight", PT_X_COPY},
+    {"attn_q.weight", "self_attn.q_proj.weight", PT_X_COPY},
+    {"attn_kv_a_mqa.weight", "self_attn.kv_a_proj_with_mqa.weight", PT_X_COPY},
+    {"attn_kv_a_norm.weight", "self_attn.kv_a_layernorm.weight", PT_X_COPY},
+    {"attn_k_b.weight", "self_attn.kv_b_proj.weight", PT_X_KB},
+    {"attn_v_b.weight", "self_attn.kv_b_proj.weight", PT_X_VB},
+    {"attn_output.weight", "self_attn.o_proj.weight", PT_X_COPY},
+    {"ffn_norm.weight", "post_attention_layernorm.weight", PT_X_COPY},
+    {"ffn_gate.weight", "mlp.gate_proj.weight", PT_X_COPY},
+    {"ffn_up.weight", "mlp.up_proj.weight", PT_X_COPY},
+    {"ffn_down.weight", "mlp.down_proj.weight", PT_X_COPY},
+    {"ffn_gate_inp.weight", "mlp.gate.weight", PT_X_COPY},
+    {"exp_probs_b.bias", "mlp.gate.e_score_correction_bias", PT_X_COPY},
+    {"ffn_gate_exps.weight", "mlp.experts.%d.gate_proj.weight", PT_X_COPY},
+    {"ffn_up_exps.weight", "mlp.experts.%d.up_proj.weight", PT_X_COPY},
+    {"ffn_down_exps.weight", "mlp.experts.%d.down_proj.weight", PT_X_COPY},
+    {"ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight", PT_X_COPY},
+    {"ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight", PT_X_COPY},
+    {"ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight", PT_X_COPY},
+    {"nextn.eh_proj.weight", "eh_proj.weight", PT_X_COPY},
+    {"nextn.enorm.weight", "enorm.weight", PT_X_COPY},
+    {"nextn.hnorm.weight", "hnorm.weight", PT_X_COPY},
+    {"nextn.embed_tokens.weight", "embed_tokens.weight", PT_X_COPY},
+    {"nextn.shared_head_head.weight", "shared_head.head.weight", PT_X_COPY},
+    {"nextn.shared_head_norm.weight", "shared_head.norm.weight", PT_X_COPY},
+};
+
+static const struct {
+    const char *gguf, *hf;
+} global_map[] = {
+    {"token_embd.weight", "model.embed_tokens.weight"},
+    {"output_norm.weight", "model.norm.weight"},
+    {"output.weight", "lm_head.weight"},
+};
+
+// HF source name (with "%d" for the expert) and transform of a spec; 0 on success.
+static int hf_source(const pt_tensor_spec *s, char *buf, size_t len, pt_xform *x)
+{
+    *x = PT_X_COPY;
+    if (s->layer < 0) {
+        for (size_t i = 0; i < sizeof global_map / sizeof global_map[0]; i++)
+            if (!strcmp(s->name, global_map[i].gguf)) {
+                snprintf(buf, len, "%s", global_map[i].hf);
+                return 0;
+            }
+        return -1;
+    }
+    const char *suffix = strchr(s->name + 4, '.'); // after "blk.N"
+    assert(suffix);
+    suffix++;
+    for (size_t i = 0; i < sizeof layer_map / sizeof layer_map[0]; i++)
+        if (!strcmp(suffix, layer_map[i].gguf)) {
+            snprintf(buf, len, "model.layers.%d.%s", s->layer, layer_map[i].hf);
+            *x = layer_map[i].x;
+            return 0;
+        }
+    return -1;
+}
+
+static pt_dtype requested_type(const pt_tensor_spec *s, const pt_plan_opts *o)
+{
+    switch (s->role) {
+    case PT_ROLE_EXPERTS: return o->expert_type;
+    case PT_ROLE_TRUNK: return o->trunk_type;
+    default: return PT_F32;
+    }
+}
+
+// llama.cpp general.file_type (LLAMA_FTYPE_*) for the expert type.
+static uint32_t file_type(pt_dtype t)
+{
+    switch (t) {
+    case PT_F32: return 0;
+    case PT_F16: return 1;
+    case PT_Q4_0: return 2;
+    case PT_Q8_0: return 7;
+    case PT_BF16: return 32;
+    }
+    return 0;
+}
+
+static bool in_index(pt_hf_index *ix, const char *name) { return ix && pt_hf_index_find(ix, name) >= 0; }
+
+// Marks name (and its _scale_inv) used; returns shard, scale shard.
+static int locate(pt_hf_index *ix, const char *name, int32_t *shard, int32_t *scale_shard, pt_err *err)
+{
+    *shard = *scale_shard = -1;
+    if (!ix)
+        return 0;
+    int64_t k = pt_hf_index_find(ix, name);
+    if (k < 0)
+        return pt_errf(err, "%s: tensor '%s' missing (config.json implies it)", ix->path, name);
+    ix->used[k] = true;
+    *shard = (int32_t)ix->shard_of[k];
+    char sname[160];
+    snprintf(sname, sizeof sname, "%s_scale_inv", name);
+    int64_t ks = pt_hf_index_find(ix, sname);
+    if (ks >= 0) {
+        ix->used[ks] = true;
+        *scale_shard = (int32_t)ix->shard_of[ks];
+    }
+    return 0;
+}
+
+// Adds the tensor to the header and the plan; fills its units.
+static int add_tensor(pt_plan *p, pt_hf_index *ix, const pt_tensor_spec *s, const pt_plan_opts *o, pt_err *err)
+{
+    pt_out_tensor *t = &p->tensors[p->n_tensors];
+    memset(t, 0, sizeof *t);
+    t->spec = *s;
+    if (hf_source(s, t->hf_name, sizeof t->hf_name, &t->xform) < 0)
+        return pt_errf(err, "internal: no HF source for tensor '%s'", s->name);
+    t->requested = requested_type(s, o);
+    t->type = t->requested;
+    if (pt_dtype_is_block(t->type) && s->ne[0] % QK != 0) {
+        t->type = PT_BF16;
+        t->fallback = true;
+        p->n_fallbacks++;
+    }
+    if (t->xform == PT_X_KB || t->xform == PT_X_VB) {
+        const pt_hparams *hp = &p->cfg->hp;
+        t->src_dims = 2;
+        t->src_shape[0] = (uint64_t)hp->n_head * (hp->qk_nope + hp->v_head);
+        t->src_shape[1] = hp->kv_lora_rank;
+    } else if (s->n_dims == 1) {
+        t->src_dims = 1;
+        t->src_shape[0] = s->ne[0];
+    } else {
+        t->src_dims = 2;
+        t->src_shape[0] = s->ne[1];
+        t->src_shape[1] = s->ne[0];
+    }
+    int idx = gguf_w_tensor(p->w, s->name, s->n_dims, s->ne, t->type);
+    if (idx < 0)
+        return pt_errf(err, "out of memory");
+    t->size = gguf_writer_tensor_size(p->w, idx);
+    p->bytes_by_type[t->type] += t->size;
+    bool experts = s->role == PT_ROLE_EXPERTS;
+    if (experts)
+        p->expert_bytes += t->size;
+    else
+        p->trunk_bytes += t->size;
+    uint32_t n_units = experts ? (uint32_t)s->ne[2] : 1;
+    for (uint32_t e = 0; e < n_units; e++) {
+        pt_unit *u = &p->units[p->n_units++];
+        u->tensor = p->n_tensors;
+        u->expert = experts ? (int32_t)e : -1;
+        u->out_bytes = t->size / n_units;
+        u->out_offset = (uint64_t)e * u->out_bytes; // relative until the header is final
+        char name[160];
+        snprintf(name, sizeof name, t->hf_name, (int)e);
+        if (locate(ix, name, &u->shard, &u->scale_shard, err) < 0)
+            return -1;
+    }
+    p->n_tensors++;
+    return 0;
+}
+
+static int add_metadata(pt_plan *p, const pt_plan_opts *o, pt_err *err)
+{
+    const pt_hf_config *cfg = p->cfg;
+    gguf_writer *w = p->w;
+    gguf_w_str(w, "general.architecture", "deepseek2");
+    gguf_w_str(w, "general.name", cfg->model_type);
+    gguf_w_u32(w, "general.alignment", PT_ALIGN);
+    gguf_w_u32(w, "general.file_type", file_type(o->expert_type));
+    gguf_w_u32(w, "general.quantization_version", 2);
+    pt_hparams_to_gguf(&cfg->hp, w, 0);
+    if (o->tokenizer_json) {
+        if (pt_convert_write_tokenizer(o->tokenizer_json, o->tokenizer_config, cfg->hp.bos_id,
+                                       cfg->hp.n_eos ? cfg->hp.eos_ids[0] : -1, w, err) < 0)
+            return -1;
+    } else {
+        gguf_w_str(w, "tokenizer.ggml.model", "none");
+        if (cfg->hp.bos_id >= 0)
+            gguf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)cfg->hp.bos_id);
+        if (cfg->hp.n_eos > 0)
+            gguf_w_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)cfg->hp.eos_ids[0]);
+    }
+    gguf_w_str(w, "petrel.convert.expert_type", pt_dtype_name(o->expert_type));
+    gguf_w_str(w, "petrel.convert.trunk_type", pt_dtype_name(o->trunk_type));
+    return 0;
+}
+
+int pt_plan_build(pt_plan *p, const pt_hf_config *cfg, pt_hf_index *ix, const pt_plan_opts *o, pt_err *err)
+{
+    memset(p, 0, sizeof *p);
+    p->cfg = cfg;
+    p->ix = ix;
+    const pt_hparams *hp = &cfg->hp;
+    pt_tensor_spec *specs = NULL;
+    int n_specs = pt_tensor_specs(hp, &specs);
+    p->w = gguf_writer_new(PT_ALIGN);
+    if (n_specs < 0 || !p->w) {
+        free(specs);
+        return pt_errf(err, "out of memory");
+    }
+    if (ix)
+        memset(ix->used, 0, ix->n_names * sizeof *ix->used);
+    uint64_t max_units = 0;
+    for (int i = 0; i < n_specs; i++)
+        max_units += specs[i].role == PT_ROLE_EXPERTS ? specs[i].ne[2] : 1;
+    p->tensors = calloc((size_t)n_specs, sizeof *p->tensors);
+    p->units = calloc(max_units ? max_units : 1, sizeof *p->units);
+    int rc = p->tensors && p->units ? add_metadata(p, o, err) : pt_errf(err, "out of memory");
+    char nm[160];
+    for (int i = 0; i < n_specs && rc == 0; i++) {
+        const pt_tensor_spec *s = &specs[i];
+        if (s->optional) {
+            pt_xform x;
+            hf_source(s, nm, sizeof nm, &x);
+            bool present = ix ? in_index(ix, nm) : false;
+            if (!strcmp(s->name, "output.weight")) {
+                present = ix ? present : !cfg->tie_embeddings;
+            } else if (strstr(s->name, "nextn.embed_tokens")) {
+                p->mtp_embed_present = present;
+                if (o->omit_mtp_embed || !ix)
+                    present = false;
+            } else if (strstr(s->name, "nextn.shared_head_head")) {
+                p->mtp_head_present = present;
+                if (o->omit_mtp_head || !ix)
+                    present = false;
+            }
+            if (!present) {
+                // Omitted copies are still "consumed": mark them so they are not reported unused.
+                int32_t a, b;
+                if (ix && in_index(ix, nm))
+                    locate(ix, nm, &a, &b, NULL);
+                continue;
+            }
+        }
+        rc = add_tensor(p, ix, s, o, err);
+    }
+    free(specs);
+    if (rc < 0) {
+        pt_plan_free(p);
+        return -1;
+    }
+    if (p->n_fallbacks) {
+        const char **names = malloc(p->n_fallbacks * sizeof *names);
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < p->n_tensors; i++)
+            if (p->tensors[i].fallback)
+                names[k++] = p->tensors[i].spec.name;
+        gguf_w_arr_str(p->w, "petrel.convert.fallbacks", names, k);
+        free(names);
+    }
+    // Final offsets now that the header (and so the data section start) is fixed.
+    p->header_size = gguf_writer_header_size(p->w);
+    p->file_size = gguf_writer_total_size(p->w);
+    for (uint32_t i = 0; i < p->n_tensors; i++)
+        p->tensors[i].offset = gguf_writer_tensor_offset(p->w, (int)i);
+    for (uint32_t i = 0; i < p->n_units; i++)
+        p->units[i].out_offset += p->tensors[p->units[i].tensor].offset;
+    // Expert statistics: routed experts over all MoE blocks, bytes of one expert.
+    for (uint32_t i = 0; i < p->n_tensors; i++) {
+        const pt_out_tensor *t = &p->tensors[i];
+        if (t->spec.role != PT_ROLE_EXPERTS)
+            continue;
+        if (strstr(t->spec.name, "ffn_gate_exps"))
+            p->n_routed_experts += t->spec.ne[2];
+        if (t->spec.layer == (int32_t)hp->n_dense_lead)
+            p->bytes_per_expert += t->size / t->spec.ne[2];
+    }
+    if (ix)
+        for (uint64_t k = 0; k < ix->n_names; k++)
+            if (!ix->used[k]) {
+                if (p->n_unused < 4)
+                    snprintf(p->unused_example[p->n_unused], sizeof p->unused_example[0], "%s", ix->names[k]);
+                p->n_unused++;
+            }
+    return 0;
+}
+
+void pt_plan_free(pt_plan *p)
+{
+    gguf_writer_free(p->w);
+    free(p->tensors);
+    free(p->units);
+    memset(p, 0, sizeof *p);
+}
+
+void pt_plan_unit_name(const pt_plan *p, const pt_unit *u, char *buf, size_t len)
+{
+    snprintf(buf, len, p->tensors[u->tensor].hf_name, u->expert < 0 ? 0 : u->expert);
+}
+
+void pt_plan_print(const pt_plan *p, FILE *f)
+{
+    const pt_hparams *hp = &p->cfg->hp;
+    fprintf(f, "model_type: %s\n", p->cfg->model_type);
+    fprintf(f, "source: %s\n", p->ix ? p->ix->path : "config.json only (standard DeepSeek-V3 tensor names assumed)");
+    if (p->ix)
+        fprintf(f, "shards: %u\n", p->ix->n_shards);
+    fprintf(f, "blocks: %u trunk + %u MTP (%u dense)\n", hp->n_layer, hp->n_nextn, hp->n_dense_lead);
+    fprintf(f, "tensors: %u\n", p->n_tensors);
+    static const pt_dtype types[] = {PT_F32, PT_F16, PT_BF16, PT_Q8_0, PT_Q4_0};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (p->bytes_by_type[types[i]])
+            fprintf(f, "bytes_%s: %llu\n", pt_dtype_name(types[i]), (unsigned long long)p->bytes_by_type[types[i]]);
+    fprintf(f, "trunk_bytes: %llu\n", (unsigned long long)p->trunk_bytes);
+    fprintf(f, "expert_bytes: %llu\n", (unsigned long long)p->expert_bytes);
+    fprintf(f, "routed_experts: %llu\n", (unsigned long long)p->n_routed_experts);
+    fprintf(f, "bytes_per_expert: %llu\n", (unsigned long long)p->bytes_per_expert);
+    fprintf(f, "header_bytes: %llu\n", (unsigned long long)p->header_size);
+    fprintf(f, "file_bytes: %llu\n", (unsigned long long)p->file_size);
+    fprintf(f, "file_gib: %.2f\n", (double)p->file_size / (1024.0 * 1024 * 1024));
+    fprintf(f, "kv_bytes_per_token_f32: %llu\n", (unsigned long long)pt_hparams_kv_bytes_per_token(hp, 4));
+    fprintf(f, "fallbacks: %u\n", p->n_fallbacks);
+    for (uint32_t i = 0; i < p->n_tensors; i++)
+        if (p->tensors[i].fallback)
+            fprintf(f, "  fallback: %s row length %llu is not a multiple of 32: %s instead of %s\n",
+                    p->tensors[i].spec.name, (unsigned long long)p->tensors[i].spec.ne[0],
+                    pt_dtype_name(p->tensors[i].type), pt_dtype_name(p->tensors[i].requested));
+    if (p->mtp_embed_present || p->mtp_head_present || !p->ix)
+        fprintf(f, "mtp_copies: embed_tokens %s, shared_head.head %s\n",
+                !p->ix ? "assumed identical (omitted)" : p->mtp_embed_present ? "present" : "absent",
+                !p->ix ? "assumed identical (omitted)" : p->mtp_head_present ? "present" : "absent");
+    fprintf(f, "unimplemented_config_keys: %u\n", p->cfg->n_unimpl);
+    for (uint32_t i = 0; i < p->cfg->n_unimpl; i++)
+        fprintf(f, "  unimplemented: %s\n", p->cfg->unimpl[i]);
+    if (p->cfg->n_unknown) {
+        fprintf(f, "unknown_config_keys: %u\n", p->cfg->n_unknown);
+        for (uint32_t i = 0; i < p->cfg->n_unknown; i++)
+            fprintf(f, "  unknown: %s\n", p->cfg->unknown[i]);
+    }
+    if (p->ix) {
+        fprintf(f, "unused_checkpoint_tensors: %llu\n", (unsigned long long)p->n_unused);
+        for (uint64_t i = 0; i < p->n_unused && i < 4; i++)
+            fprintf(f, "  unused: %s\n", p->unused_example[i]);
+    }
+}

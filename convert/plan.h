@@ -1,0 +1,85 @@
+// convert/plan.h — the output layout of a conversion, computed up front.
+//
+// The layout (GGUF header bytes, every tensor's type, offset and size, and
+// which checkpoint tensor feeds which byte range) is a pure function of
+// config.json, the index, the type options, the tokenizer files and the
+// MTP de-duplication decision; no weight is read to build it. The converter
+// executes its units shard by shard; `--plan` prints its summary.
+#ifndef PETREL_CONVERT_PLAN_H
+#define PETREL_CONVERT_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "common/err.h"
+#include "convert/hfconfig.h"
+#include "convert/hfindex.h"
+#include "format/gguf.h"
+#include "format/tensors.h"
+#include "kernels/quant.h"
+
+typedef enum pt_xform {
+    PT_X_COPY,   // HF [out, in] -> ne {in, out}, rows unchanged (also 1-D and expert slices)
+    PT_X_KB,     // kv_b_proj -> attn_k_b: per head the first nope rows, transposed
+    PT_X_VB,     // kv_b_proj -> attn_v_b: per head the last v rows
+} pt_xform;
+
+typedef struct pt_out_tensor {
+    pt_tensor_spec spec;
+    pt_dtype type;          // stored type
+    pt_dtype requested;     // type the options asked for (differs on a fallback)
+    bool fallback;          // block type impossible (row length % 32 != 0): BF16/F32 instead
+    pt_xform xform;
+    uint64_t offset, size;  // absolute byte offset in the file, bytes
+    uint64_t src_shape[2];  // expected HF shape of each source [rows, cols]; 1-D: [n, 0]
+    uint32_t src_dims;      // 1 or 2
+    char hf_name[128];      // HF source name ("%d" in place of the expert index for experts)
+} pt_out_tensor;
+
+typedef struct pt_unit {    // one unit of work: a whole tensor or one expert's slice
+    uint32_t tensor;        // index into plan->tensors
+    int32_t expert;         // slice index, -1 for a whole tensor
+    int32_t shard;          // shard holding the weight (-1: unknown, plan from config alone)
+    int32_t scale_shard;    // shard holding "<name>_scale_inv", -1 if the index has none
+    uint64_t out_offset;    // absolute
+    uint64_t out_bytes;
+} pt_unit;
+
+typedef struct pt_plan_opts {
+    pt_dtype expert_type;   // default Q4_0
+    pt_dtype trunk_type;    // default Q8_0
+    const char *tokenizer_json;    // NULL if none
+    const char *tokenizer_config;  // NULL if none
+    bool omit_mtp_embed;    // MTP embed_tokens identical to token_embd: not stored
+    bool omit_mtp_head;     // MTP shared_head.head identical to lm_head: not stored
+} pt_plan_opts;
+
+typedef struct pt_plan {
+    const pt_hf_config *cfg;
+    const pt_hf_index *ix;  // NULL: from config.json alone
+    gguf_writer *w;         // header (metadata + tensor infos)
+    uint32_t n_tensors;
+    pt_out_tensor *tensors; // (n_tensors,)
+    uint32_t n_units;
+    pt_unit *units;         // (n_units,)
+    uint64_t header_size, file_size;
+    uint64_t bytes_by_type[32];   // tensor bytes per pt_dtype id
+    uint64_t trunk_bytes, expert_bytes;
+    uint64_t n_routed_experts;    // MoE blocks (MTP included) x n_expert
+    uint64_t bytes_per_expert;    // one expert's gate+up+down slices
+    uint32_t n_fallbacks;
+    uint64_t n_unused;            // index tensors not consumed (e.g. DSA indexer)
+    char unused_example[4][128];  // first few of them
+    bool mtp_embed_present, mtp_head_present; // in the index (before de-duplication)
+} pt_plan;
+
+// Builds the layout. -1 + err (naming the index file and the tensor) when a
+// tensor the config implies is missing from the index.
+int pt_plan_build(pt_plan *p, const pt_hf_config *cfg, pt_hf_index *ix, const pt_plan_opts *o, pt_err *err);
+void pt_plan_free(pt_plan *p);
+// HF name of a unit's weight into buf.
+void pt_plan_unit_name(const pt_plan *p, const pt_unit *u, char *buf, size_t len);
+// Prints the `--plan` summary ("key: value" lines) to f.
+void pt_plan_print(const pt_plan *p, FILE *f);
+
+#endif
