@@ -132,6 +132,27 @@ petrel_token petrel_sampler_sample(petrel_sampler *s, const float *logits,
                                    const petrel_token *history, int n_history);
 void petrel_sampler_reset(petrel_sampler *s, uint64_t seed);
 
+// ---- state (save / restore a context) ----------------------------------------
+// A context's state is its latent KV cache (every block, MTP included), the
+// filled lengths and the token history. Saved as a versioned, checksummed,
+// zstd-compressed blob tied to the model it came from (a state from another
+// model, a truncated or corrupted one is refused with a message). Loading
+// replaces the context's state; decoding then continues exactly as if the
+// context had never stopped (bit-identical logits). On a failed load the
+// context is left empty (kv_len 0). The last batch's logits are not part of
+// the state: decode at least one token after a load before sampling.
+
+// Writes the state to path durably (temporary name, fsync, rename). 0 or -1.
+int petrel_state_save(petrel_context *c, const char *path, char *err, size_t errlen);
+int petrel_state_load(petrel_context *c, const char *path, char *err, size_t errlen);
+// In-memory variants: *out is malloc'ed (free it); the bytes are exactly
+// what petrel_state_save writes to a file.
+int petrel_state_save_mem(petrel_context *c, void **out, size_t *out_len, char *err, size_t errlen);
+int petrel_state_load_mem(petrel_context *c, const void *buf, size_t len, char *err, size_t errlen);
+// The token history stored in a state blob, without a context: returns the
+// count and a malloc'ed array in *tokens, or -1 + err.
+int petrel_state_tokens(const void *buf, size_t len, petrel_token **tokens, char *err, size_t errlen);
+
 // ---- statistics -------------------------------------------------------------
 
 typedef struct petrel_stats {
