@@ -537,6 +537,8 @@ static int run(conv *c, pt_err *err)
         fprintf(stderr, "petrel convert: resuming: %u of %u shards already done\n", c->j.n_done, c->ix.n_shards);
     if (open_output(c, err) < 0)
         return -1;
+    if (o->delete_source && delete_finished_shards(c, err) < 0) // finished in an earlier run
+        return -1;
 
     pt_convbuf buf = {0};
     pt_progress_begin(&c->prog, "convert", expect ? expect : 1);
