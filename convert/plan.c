@@ -311,6 +311,16 @@ void pt_plan_print(const pt_plan *p, FILE *f)
     if (p->ix)
         fprintf(f, "shards: %u\n", p->ix->n_shards);
     fprintf(f, "blocks: %u trunk + %u MTP (%u dense)\n", hp->n_layer, hp->n_nextn, hp->n_dense_lead);
+    fprintf(f, "rope: theta %g, %s", hp->rope_theta, hp->yarn ? "yarn" : "no scaling");
+    if (hp->yarn)
+        fprintf(f, " factor %g over %u, beta_fast %g, beta_slow %g, mscale %g, mscale_all_dim %g", hp->yarn_factor,
+                hp->yarn_orig_ctx, hp->yarn_beta_fast, hp->yarn_beta_slow, hp->yarn_mscale, hp->yarn_mscale_all_dim);
+    fprintf(f, "\neos_token_ids:");
+    for (uint32_t i = 0; i < hp->n_eos; i++)
+        fprintf(f, "%s%d", i ? "," : " ", hp->eos_ids[i]);
+    fprintf(f, "\nrouting: %s, %u of %u experts, groups %u (top %u), scale %g%s\n", hp->gating == 2 ? "sigmoid" : "softmax",
+            hp->n_expert_used, hp->n_expert, hp->n_group, hp->topk_group, hp->routed_scale,
+            hp->norm_topk ? ", normalised" : "");
     fprintf(f, "tensors: %u\n", p->n_tensors);
     static const pt_dtype types[] = {PT_F32, PT_F16, PT_BF16, PT_Q8_0, PT_Q4_0};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
@@ -330,10 +340,12 @@ void pt_plan_print(const pt_plan *p, FILE *f)
             fprintf(f, "  fallback: %s row length %llu is not a multiple of 32: %s instead of %s\n",
                     p->tensors[i].spec.name, (unsigned long long)p->tensors[i].spec.ne[0],
                     pt_dtype_name(p->tensors[i].type), pt_dtype_name(p->tensors[i].requested));
-    if (p->mtp_embed_present || p->mtp_head_present || !p->ix)
-        fprintf(f, "mtp_copies: embed_tokens %s, shared_head.head %s\n",
-                !p->ix ? "assumed identical (omitted)" : p->mtp_embed_present ? "present" : "absent",
-                !p->ix ? "assumed identical (omitted)" : p->mtp_head_present ? "present" : "absent");
+    if (hp->n_nextn)
+        fprintf(f, "mtp_copies: embed_tokens and shared_head.head %s\n",
+                !p->ix ? "assumed identical to the main ones (omitted)"
+                : p->mtp_embed_present || p->mtp_head_present
+                    ? "present in the checkpoint; omitted here (the converter checks they are byte-identical)"
+                    : "absent");
     fprintf(f, "unimplemented_config_keys: %u\n", p->cfg->n_unimpl);
     for (uint32_t i = 0; i < p->cfg->n_unimpl; i++)
         fprintf(f, "  unimplemented: %s\n", p->cfg->unimpl[i]);
