@@ -325,3 +325,106 @@ Test(tokenizer, streaming_never_splits_utf8, .init = setup, .fini = teardown)
     pt_detok_free(&d);
     free(ids);
 }
+
+// ---- GGUF storage -----------------------------------------------------------
+
+#include "format/gguf.h"
+
+// Writes a metadata-only GGUF with the tokenizer keys; returns its path.
+static char *write_tok_gguf(const char *dir, bool embed, const char *model_override)
+{
+    char *tp = tu_fixture("tokenizer/deepseek_v3/tokenizer.json");
+    char *cp = tu_fixture("tokenizer/deepseek_v3/tokenizer_config.json");
+    gguf_writer *w = gguf_writer_new(32);
+    pt_err err = {{0}};
+    if (model_override)
+        gguf_w_str(w, "tokenizer.ggml.model", model_override);
+    else
+        cr_assert_eq(pt_tokenizer_write_gguf_ex(tp, cp, embed, w, &err), 0, "%s", err.msg);
+    uint64_t len;
+    void *hdr = gguf_writer_header(w, &len);
+    char *path = malloc(strlen(dir) + 32);
+    sprintf(path, "%s/tok%d.gguf", dir, (int)embed);
+    FILE *f = fopen(path, "wb");
+    cr_assert(f);
+    cr_assert_eq(fwrite(hdr, 1, len, f), len);
+    fclose(f);
+    free(hdr);
+    gguf_writer_free(w);
+    free(tp);
+    free(cp);
+    return path;
+}
+
+static void check_all_cases(pt_tokenizer *t)
+{
+    pt_tokenizer *saved = tok;
+    tok = t;
+    size_t n;
+    json_object **cases = read_jsonl("tokenizer/deepseek_v3/cases.jsonl", &n);
+    int fails = 0;
+    for (size_t i = 0; i < n; i++) {
+        check_case(cases[i], i, "ids", "decoded", true, &fails);
+        check_case(cases[i], i, "ids_special_as_text", "decoded_special_as_text", false, &fails);
+        json_object_put(cases[i]);
+    }
+    free(cases);
+    tok = saved;
+    cr_assert_eq(fails, 0);
+}
+
+Test(tokenizer_gguf, round_trip_embedded_and_rebuilt)
+{
+    char *dir = tu_tmpdir("tokgguf");
+    for (int embed = 1; embed >= 0; embed--) {
+        char *path = write_tok_gguf(dir, embed, NULL);
+        pt_err err = {{0}};
+        gguf_file *g = gguf_open(path, &err);
+        cr_assert(g, "%s", err.msg);
+        cr_assert_str_eq(gguf_get_str(g, "tokenizer.ggml.model", &err), "gpt2");
+        cr_assert_str_eq(gguf_get_str(g, "tokenizer.ggml.pre", &err), "deepseek-v3");
+        const gguf_kv *tk = gguf_get(g, "tokenizer.ggml.tokens"), *tt = gguf_get(g, "tokenizer.ggml.token_type");
+        cr_assert(tk && tk->n == 128815 && tt && tt->n == 128815);
+        const int32_t *types = tt->arr;
+        cr_assert_eq(types[0], 3);      // <｜begin▁of▁sentence｜>: special
+        cr_assert_eq(types[128803], 4); // <｜User｜>: non-special added
+        cr_assert_eq(types[19923], 1);
+        cr_assert_str_eq(((gguf_str *)tk->arr)[19923].s, "Hello");
+        const gguf_kv *mg = gguf_get(g, "tokenizer.ggml.merges");
+        cr_assert(mg && mg->n == 127741);
+        cr_assert_str_eq(((gguf_str *)mg->arr)[0].s, "Ġ t");
+        uint32_t bos, eos;
+        cr_assert_eq(gguf_get_u32(g, "tokenizer.ggml.bos_token_id", &bos, &err), 0);
+        cr_assert_eq(gguf_get_u32(g, "tokenizer.ggml.eos_token_id", &eos, &err), 0);
+        cr_assert(bos == 0 && eos == 1);
+        cr_assert(gguf_get_str(g, "tokenizer.chat_template", &err));
+        cr_assert_eq(gguf_get(g, "petrel.tokenizer.json") != NULL, embed);
+        pt_tokenizer *t = pt_tokenizer_from_gguf(g, &err);
+        cr_assert(t, "%s", err.msg);
+        cr_assert_eq(pt_tokenizer_bos(t), 0);
+        cr_assert_eq(pt_tokenizer_eos(t), 1);
+        cr_assert_str_eq(pt_tokenizer_eos_str(t), "<｜end▁of▁sentence｜>");
+        cr_assert(pt_tokenizer_chat_template(t));
+        check_all_cases(t);
+        pt_tokenizer_free(t);
+        gguf_close(g);
+        free(path);
+    }
+    tu_rmrf(dir);
+    free(dir);
+}
+
+Test(tokenizer_gguf, other_models_are_refused)
+{
+    char *dir = tu_tmpdir("tokgguf2");
+    char *path = write_tok_gguf(dir, false, "llama");
+    pt_err err = {{0}};
+    gguf_file *g = gguf_open(path, &err);
+    cr_assert(g, "%s", err.msg);
+    cr_assert_null(pt_tokenizer_from_gguf(g, &err));
+    cr_assert(strstr(err.msg, "llama") && strstr(err.msg, "unavailable"), "%s", err.msg);
+    gguf_close(g);
+    tu_rmrf(dir);
+    free(dir);
+    free(path);
+}

@@ -41,6 +41,10 @@ void pt_tokenizer_free(pt_tokenizer *t);
 // tokenizer_config_path may be NULL.
 int pt_tokenizer_write_gguf(const char *tokenizer_json_path, const char *tokenizer_config_path,
                             gguf_writer *w, pt_err *err);
+// Same; embed_json=false leaves out petrel.tokenizer.json (llama.cpp-style
+// metadata only, as a foreign GGUF would have it).
+int pt_tokenizer_write_gguf_ex(const char *tokenizer_json_path, const char *tokenizer_config_path, bool embed_json,
+                               gguf_writer *w, pt_err *err);
 
 // Encodes len bytes of text (any bytes; invalid UTF-8 is encoded byte-level,
 // see docs/tokenizer.md). parse_special: special=true added tokens in the
