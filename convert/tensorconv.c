@@ -156,6 +156,7 @@ static int ensure(pt_convbuf *b, uint64_t elems, pt_err *err)
 int pt_src_rows_f32(const pt_src_view *v, uint64_t r0, uint64_t n, uint8_t *raw, float *dst, pt_err *err)
 {
     assert(r0 + n <= v->rows);
+    pthread_once(&fp8_once, fp8_init);
     const st_tensor *t = v->t;
     size_t es = st_dtype_size(t->dtype);
     uint64_t C = v->cols;
