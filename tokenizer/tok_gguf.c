@@ -302,3 +302,37 @@ pt_tokenizer *pt_tokenizer_from_gguf(const gguf_file *g, pt_err *err)
         t->chat_template = strdup(kv->str.s);
     return t;
 }
+
+pt_tokenizer *pt_tokenizer_open(const char *model_gguf, const char *tokenizer_json, pt_err *err)
+{
+    assert(!!model_gguf != !!tokenizer_json);
+    if (model_gguf) {
+        gguf_file *g = gguf_open(model_gguf, err);
+        if (!g)
+            return NULL;
+        pt_tokenizer *t = pt_tokenizer_from_gguf(g, err);
+        gguf_close(g);
+        return t;
+    }
+    pt_tokenizer *t = pt_tokenizer_load(tokenizer_json, err);
+    if (!t)
+        return NULL;
+    // tokenizer_config.json next to it, when there is one
+    size_t n = strlen(tokenizer_json);
+    char *cfg = malloc(n + 32);
+    assert(cfg);
+    memcpy(cfg, tokenizer_json, n + 1);
+    char *slash = strrchr(cfg, '/');
+    strcpy(slash ? slash + 1 : cfg, "tokenizer_config.json");
+    FILE *f = fopen(cfg, "rb");
+    if (f) {
+        fclose(f);
+        if (pt_tokenizer_load_config(t, cfg, err) < 0) {
+            free(cfg);
+            pt_tokenizer_free(t);
+            return NULL;
+        }
+    }
+    free(cfg);
+    return t;
+}

@@ -34,6 +34,9 @@ int pt_tokenizer_load_config(pt_tokenizer *t, const char *config_path, pt_err *e
 // a message saying text commands are unavailable for that tokenizer type.
 pt_tokenizer *pt_tokenizer_from_gguf(const gguf_file *g, pt_err *err);
 void pt_tokenizer_free(pt_tokenizer *t);
+// Opens from exactly one of: a model GGUF, or a tokenizer.json (plus the
+// tokenizer_config.json beside it, if present). For the CLI and the server.
+pt_tokenizer *pt_tokenizer_open(const char *model_gguf, const char *tokenizer_json, pt_err *err);
 
 // Writes the tokenizer into GGUF metadata (the converter calls this):
 // tokenizer.ggml.{model,pre,tokens,token_type,merges,bos_token_id,
