@@ -540,6 +540,8 @@ struct gguf_writer {
     uint8_t *kv;          // serialised key/value records
     uint64_t kv_len, kv_cap;
     uint64_t n_kv;
+    char **keys;          // (n_kv,) copies of the key names
+    uint64_t keys_cap;
     wtensor *t;           // (n_t,)
     uint64_t n_t, t_cap;
     uint64_t data_len;    // bytes of the data section so far (aligned)
@@ -559,6 +561,9 @@ void gguf_writer_free(gguf_writer *w)
 {
     if (!w)
         return;
+    for (uint64_t i = 0; i < w->n_kv; i++)
+        free(w->keys[i]);
+    free(w->keys);
     free(w->kv);
     free(w->t);
     free(w);
@@ -594,9 +599,29 @@ static void put_str(gguf_writer *w, const char *s)
 // Starts a record: key and value type.
 static void put_key(gguf_writer *w, const char *key, uint32_t type)
 {
+    assert(!gguf_writer_has_key(w, key));
+    if (w->n_kv == w->keys_cap) {
+        uint64_t cap = w->keys_cap ? w->keys_cap * 2 : 64;
+        char **nk = realloc(w->keys, cap * sizeof *nk);
+        if (!nk) {
+            w->oom = true;
+            return;
+        }
+        w->keys = nk;
+        w->keys_cap = cap;
+    }
+    w->keys[w->n_kv] = strdup(key);
     put_str(w, key);
     put_u32(w, type);
     w->n_kv++;
+}
+
+bool gguf_writer_has_key(const gguf_writer *w, const char *key)
+{
+    for (uint64_t i = 0; i < w->n_kv; i++)
+        if (w->keys[i] && !strcmp(w->keys[i], key))
+            return true;
+    return false;
 }
 
 void gguf_w_u32(gguf_writer *w, const char *key, uint32_t v) { put_key(w, key, GGUF_UINT32); put_u32(w, v); }

@@ -96,6 +96,8 @@ void gguf_w_arr_str(gguf_writer *w, const char *key, const char *const *v, uint6
 void gguf_w_arr_i32(gguf_writer *w, const char *key, const int32_t *v, uint64_t n);
 void gguf_w_arr_u32(gguf_writer *w, const char *key, const uint32_t *v, uint64_t n);
 void gguf_w_arr_f32(gguf_writer *w, const char *key, const float *v, uint64_t n);
+// Has a metadata key of this name been added?
+bool gguf_writer_has_key(const gguf_writer *w, const char *key);
 // Adds a tensor; returns its index. ne in ggml order.
 int gguf_w_tensor(gguf_writer *w, const char *name, uint32_t n_dims, const uint64_t *ne,
                   uint32_t type);

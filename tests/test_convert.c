@@ -346,3 +346,30 @@ Test(convert, tiny_default_types_match_quantised_reference, .timeout = 120)
     tu_rmrf(dir);
     free(dir);
 }
+
+Test(convert, tokenizer_is_stored, .timeout = 120)
+{
+    char *dir = tu_tmpdir("conv");
+    char *fx = tu_fixture("tiny-dsv3"), *tok = tu_fixture("tokenizer/deepseek_v3");
+    cr_assert_eq(tu_sh(NULL, "mkdir -p '%s/ck' && cp '%s'/*.json '%s'/*.safetensors '%s/tokenizer.json' "
+                       "'%s/tokenizer_config.json' '%s/ck/'", dir, fx, fx, tok, tok, dir), 0);
+    char out[1024], *log = NULL;
+    snprintf(out, sizeof out, "%s/tok.gguf", dir);
+    cr_assert_eq(tu_sh(&log, "%s convert '%s/ck' -o '%s' 2>&1", PETREL_BIN, dir, out), 0, "%s", log);
+    free(log);
+    pt_err err = {0};
+    gguf_file *g = gguf_open(out, &err);
+    cr_assert_not_null(g, "%s", err.msg);
+    cr_assert_str_eq(gguf_get_str(g, "tokenizer.ggml.model", &err), "gpt2");
+    const gguf_kv *toks = gguf_get(g, "tokenizer.ggml.tokens"), *merges = gguf_get(g, "tokenizer.ggml.merges");
+    cr_assert(toks && toks->type == GGUF_ARRAY && toks->arr_type == GGUF_STRING && toks->n > 100000);
+    cr_assert(merges && merges->n > 100000);
+    cr_assert_not_null(gguf_get_str(g, "tokenizer.chat_template", &err));
+    cr_assert_not_null(gguf_get_str(g, "petrel.tokenizer.json", &err));
+    cr_assert_eq(gguf_get(g, "tokenizer.ggml.bos_token_id")->type, GGUF_UINT32);
+    gguf_close(g);
+    free(fx);
+    free(tok);
+    tu_rmrf(dir);
+    free(dir);
+}
