@@ -18,6 +18,13 @@
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define TGTI __attribute__((target("avx2,fma,f16c"), always_inline)) inline
 
+#define KX_TGT "avx2,fma,f16c"
+#define KX(name) name##_avx2
+#define KX_DOT(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1))
+#define KX_DOT2(u1, s1, u2, s2) \
+    _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16((u1), (s1)), _mm256_maddubs_epi16((u2), (s2))), _mm256_set1_epi16(1))
+#include "kernels/kern_x86_body.h"
+
 static TGTI uint16_t ld16(const uint8_t *p)
 {
     uint16_t v;
@@ -25,105 +32,62 @@ static TGTI uint16_t ld16(const uint8_t *p)
     return v;
 }
 
-// ---- integer block dots: 8 int32 lanes summing to the block's dot -------
+// ---- activation quantisation -----------------------------------------------
 
-static TGTI __m256i q4_nibbles(const uint8_t *qs)
+// roundf (halves away from zero) exactly: t = trunc(v); v - t is exact, and
+// |v - t| >= 0.5 means round away from zero.
+static TGTI __m256 roundf8(__m256 v)
 {
-    const __m128i t = _mm_loadu_si128((const __m128i *)qs);
-    const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
-    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(v, t));
+    const __m256 up = _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ),
+                                    _mm256_or_ps(_mm256_and_ps(v, sign), _mm256_set1_ps(1.0f)));
+    return _mm256_add_ps(t, up);
 }
 
-static TGTI __m256i bdot_q4(const uint8_t *wb, const int8_t *xq)
+// Same result as pt_quant_act_scalar, bit for bit (ggml's reference
+// formulas, evaluated with the same IEEE operations).
+TGT void pt_quant_act_avx2(const float *x, int64_t nb, bool paired, int8_t *qs, float *d, int32_t *s8)
 {
-    const __m256i p = _mm256_maddubs_epi16(q4_nibbles(wb + 2), _mm256_load_si256((const __m256i *)xq));
-    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-}
-
-static TGTI __m256i bdot_q8(const uint8_t *wb, const int8_t *xq)
-{
-    const __m256i w = _mm256_loadu_si256((const __m256i *)(wb + 2));
-    const __m256i y = _mm256_load_si256((const __m256i *)xq);
-    const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(y, w));
-    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-}
-
-// lane j of the result = sum of the 8 lanes of v_j
-static TGTI __m256i tree8(__m256i v0, __m256i v1, __m256i v2, __m256i v3, __m256i v4, __m256i v5,
-                          __m256i v6, __m256i v7)
-{
-    const __m256i g0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
-    const __m256i g1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v4, v5), _mm256_hadd_epi32(v6, v7));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20),
-                            _mm256_permute2x128_si256(g0, g1, 0x31));
-}
-
-static TGTI int32_t hsum_i32(__m256i v)
-{
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-    return _mm_cvtsi128_si32(s);
-}
-
-// fp16 scales of 8 consecutive blocks (stride bs) as f32
-static TGTI __m256 scales8(const uint8_t *w, size_t bs)
-{
-    const __m128i h = _mm_setr_epi16((short)ld16(w), (short)ld16(w + bs), (short)ld16(w + 2 * bs),
-                                     (short)ld16(w + 3 * bs), (short)ld16(w + 4 * bs),
-                                     (short)ld16(w + 5 * bs), (short)ld16(w + 6 * bs),
-                                     (short)ld16(w + 7 * bs));
-    return _mm256_cvtph_ps(h);
-}
-
-// One weight row (nb blocks) against one quantised vector. The main loop
-// takes 8 blocks per step (lane j = block 8g + j); leftover blocks finish
-// in scalar fmaf on the stored lanes, which is the same arithmetic.
-#define ROW_DOT(NAME, BDOT, BS, Q4)                                                               \
-    static TGT float NAME(const uint8_t *w, const int8_t *xq, const float *xd, const int32_t *xs, \
-                          int64_t nb)                                                             \
-    {                                                                                             \
-        __m256 acc = _mm256_setzero_ps();                                                         \
-        int64_t b = 0;                                                                            \
-        for (; b + 8 <= nb; b += 8) {                                                             \
-            const uint8_t *wb = w + b * BS;                                                       \
-            const int8_t *xb = xq + b * QK;                                                       \
-            _mm_prefetch((const char *)wb + 768, _MM_HINT_T0);                                    \
-            _mm_prefetch((const char *)wb + 832, _MM_HINT_T0);                                    \
-            __m256i s = tree8(BDOT(wb, xb), BDOT(wb + BS, xb + 32), BDOT(wb + 2 * BS, xb + 64),    \
-                              BDOT(wb + 3 * BS, xb + 96), BDOT(wb + 4 * BS, xb + 128),            \
-                              BDOT(wb + 5 * BS, xb + 160), BDOT(wb + 6 * BS, xb + 192),           \
-                              BDOT(wb + 7 * BS, xb + 224));                                       \
-            if (Q4)                                                                               \
-                s = _mm256_sub_epi32(s, _mm256_loadu_si256((const __m256i *)(xs + b)));           \
-            const __m256 dd = _mm256_mul_ps(scales8(wb, BS), _mm256_loadu_ps(xd + b));            \
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, acc);                                \
-        }                                                                                         \
-        float a[8];                                                                               \
-        _mm256_storeu_ps(a, acc);                                                                 \
-        for (; b < nb; b++) {                                                                     \
-            const uint8_t *wb = w + b * BS;                                                       \
-            int32_t s = hsum_i32(BDOT(wb, xq + b * QK)) - (Q4 ? xs[b] : 0);                       \
-            const float dd = _cvtsh_ss(ld16(wb)) * xd[b];                                         \
-            a[b % 8] = fmaf((float)s, dd, a[b % 8]);                                              \
-        }                                                                                         \
-        return pt_reduce8(a);                                                                     \
-    }
-
-ROW_DOT(row_q4_avx2, bdot_q4, 18, 1)
-ROW_DOT(row_q8_avx2, bdot_q8, 34, 0)
-
-static TGT void qtile_avx2(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x,
-                           int64_t v0, int64_t nvec, float *y, int64_t ldy)
-{
-    const int64_t nb = x->nb;
-    for (int64_t v = 0; v < nvec; v++) {
-        const int8_t *xq = x->qs + (v0 + v) * nb * QK;
-        const float *xd = x->d + (v0 + v) * nb;
-        const int32_t *xs = x->s8 + (v0 + v) * nb;
-        for (int64_t r = 0; r < nrows; r++)
-            y[v * ldy + r] = t == PT_Q4_0 ? row_q4_avx2(w + r * rb, xq, xd, xs, nb)
-                                          : row_q8_avx2(w + r * rb, xq, xd, xs, nb);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const int64_t ngroups = paired ? nb / 8 : 0;
+    for (int64_t b = 0; b < nb; b++) {
+        const float *xb = x + b * QK;
+        const __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
+        const __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                                 _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        const float db = amax / 127.0f;
+        const float id = db != 0.0f ? 1.0f / db : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        const __m256i q0 = _mm256_cvttps_epi32(roundf8(_mm256_mul_ps(v0, vid)));
+        const __m256i q1 = _mm256_cvttps_epi32(roundf8(_mm256_mul_ps(v1, vid)));
+        const __m256i q2 = _mm256_cvttps_epi32(roundf8(_mm256_mul_ps(v2, vid)));
+        const __m256i q3 = _mm256_cvttps_epi32(roundf8(_mm256_mul_ps(v3, vid)));
+        const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3));
+        // int32 -> int8 in order: packs work per 128-bit lane, fix with a permute
+        const __m256i p16a = _mm256_packs_epi32(q0, q1);
+        const __m256i p16b = _mm256_packs_epi32(q2, q3);
+        const __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b),
+                                                      _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        if (b < ngroups * 8) {
+            const int64_t kk = b % 8;
+            int8_t *g = qs + (b - kk) * QK + (kk % 4) * 64 + (kk / 4) * 16;
+            _mm_storeu_si128((__m128i *)g, _mm256_castsi256_si128(p8));
+            _mm_storeu_si128((__m128i *)(g + 32), _mm256_extracti128_si256(p8, 1));
+        } else {
+            _mm256_storeu_si256((__m256i *)(qs + b * QK), p8);
+        }
+        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+        s8[b] = 8 * _mm_cvtsi128_si32(s);
+        d[b] = _cvtsh_ss(_cvtss_sh(db, _MM_FROUND_TO_NEAREST_INT));
     }
 }
 
@@ -202,6 +166,8 @@ static TGT void axpy_avx2(float *y, float a, const float *x, int64_t n)
 const pt_kern pt_kern_avx2 = {
     .name = "avx2",
     .qtile = qtile_avx2,
+    .q4_paired = true,
+    .quant_act = pt_quant_act_avx2,
     .ftile = ftile_avx2,
     .dot_f32 = dot_f32_avx2,
     .axpy = axpy_avx2,

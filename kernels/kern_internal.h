@@ -23,6 +23,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include "kernels/quant.h"
 
 // A set of activation vectors quantised to Q8_0, split into arrays so that
@@ -45,16 +46,34 @@ typedef void (*pt_ftile_fn)(pt_dtype t, const uint8_t *w, size_t rb, int64_t nro
 typedef struct pt_kern {
     const char *name;   // "scalar", "avx2", "avx512vnni"
     pt_qtile_fn qtile;  // block-quantised weights
+    bool q4_paired;     // Q4_0 activation quants in the paired layout of kern_x86_body.h
     pt_ftile_fn ftile;  // F32 / F16 / BF16 weights
+    // One f32 vector (nb blocks) -> Q8_0 quants exactly as ggml's
+    // quantize_row_q8_0_ref, scales rounded to fp16 (kept as f32) and
+    // 8 * per-block sums; quants in the natural or (paired) Q4_0 layout.
+    void (*quant_act)(const float *x, int64_t nb, bool paired, int8_t *qs, float *d, int32_t *s8);
     float (*dot_f32)(const float *a, const float *b, int64_t n); // 16-lane order
     void (*axpy)(float *y, float a, const float *x, int64_t n);   // y = fmaf(a, x, y)
 } pt_kern;
 
 extern const pt_kern pt_kern_scalar;
+void pt_quant_act_scalar(const float *x, int64_t nb, bool paired, int8_t *qs, float *d, int32_t *s8);
 #if defined(__x86_64__)
 extern const pt_kern pt_kern_avx2;
 extern const pt_kern pt_kern_avx512;
+void pt_quant_act_avx2(const float *x, int64_t nb, bool paired, int8_t *qs, float *d, int32_t *s8);
 #endif
+
+// Where quant j of block b goes: natural (b * 32 + j) or, when `paired`,
+// the Q4_0 layout of kern_x86_body.h (blocks p and p + 4 of each full group
+// of 8 interleaved by halves).
+static inline int64_t pt_act_pos(bool paired, int64_t nb, int64_t b, int j)
+{
+    if (!paired || b >= nb / 8 * 8)
+        return b * QK + j;
+    const int64_t k = b % 8;
+    return (b - k) * QK + (k % 4) * 64 + (j / 16) * 32 + (k / 4) * 16 + j % 16;
+}
 
 // The path in force (set by matmul.c's dispatch).
 const pt_kern *pt_kern_current(void);

@@ -99,9 +99,33 @@ static void axpy_scalar(float *y, float a, const float *x, int64_t n)
         y[i] = fmaf(a, x[i], y[i]);
 }
 
+// ggml's quantize_row_q8_0_ref: d = amax / 127, q = roundf(x * (1 / d)).
+void pt_quant_act_scalar(const float *x, int64_t nb, bool paired, int8_t *qs, float *d, int32_t *s8)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        const float *xb = x + b * QK;
+        float amax = 0.0f;
+        for (int j = 0; j < QK; j++) {
+            float a = fabsf(xb[j]);
+            amax = amax > a ? amax : a;
+        }
+        const float db = amax / 127.0f;
+        const float id = db != 0.0f ? 1.0f / db : 0.0f;
+        int32_t sum = 0;
+        for (int j = 0; j < QK; j++) {
+            int8_t q = (int8_t)roundf(xb[j] * id);
+            qs[pt_act_pos(paired, nb, b, j)] = q;
+            sum += q;
+        }
+        d[b] = pt_fp16_to_f32(pt_f32_to_fp16(db));
+        s8[b] = 8 * sum;
+    }
+}
+
 const pt_kern pt_kern_scalar = {
     .name = "scalar",
     .qtile = qtile_scalar,
+    .quant_act = pt_quant_act_scalar,
     .ftile = ftile_scalar,
     .dot_f32 = dot_f32_scalar,
     .axpy = axpy_scalar,

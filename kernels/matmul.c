@@ -73,7 +73,7 @@ const pt_kern *pt_kern_current(void)
 
 const char *pt_kernel_path_name(void) { return pt_kern_current()->name; }
 
-// ---- activation quantisation (ggml's quantize_row_q8_0_ref) -------------
+// ---- activation scratch -----------------------------------------------------
 
 // Scratch owned by the calling thread, grown on demand and never shrunk, so
 // the decode loop does not allocate after its first token.
@@ -100,30 +100,6 @@ void pt_matmul_scratch_free(void)
     t_scratch_cap = 0;
 }
 
-// One vector of n values -> nb blocks of quants, scales and 8*sums. The
-// quants are those of pt_quantize_row(PT_Q8_0) bit for bit.
-static void quantize_act(const float *x, int64_t nb, int8_t *qs, float *d, int32_t *s8)
-{
-    for (int64_t b = 0; b < nb; b++) {
-        const float *xb = x + b * QK;
-        float amax = 0.0f;
-        for (int j = 0; j < QK; j++) {
-            float a = fabsf(xb[j]);
-            amax = amax > a ? amax : a;
-        }
-        const float db = amax / 127.0f;
-        const float id = db != 0.0f ? 1.0f / db : 0.0f;
-        int32_t sum = 0;
-        for (int j = 0; j < QK; j++) {
-            int8_t q = (int8_t)roundf(xb[j] * id);
-            qs[b * QK + j] = q;
-            sum += q;
-        }
-        d[b] = pt_fp16_to_f32(pt_f32_to_fp16(db));
-        s8[b] = 8 * sum;
-    }
-}
-
 // ---- tiling and threading ------------------------------------------------
 
 enum { SERIAL_WORK = 1 << 16 }; // below this many weight elements x vectors: one thread
@@ -146,6 +122,7 @@ void pt_gemm_rows(const pt_mat *W, int64_t r0, int64_t r1, const float *X, int64
     pt_q8act act = {0};
     if (quant) {
         const int64_t nb = cols / QK;
+        const bool paired = W->type == PT_Q4_0 && k->q4_paired;
         size_t qbytes = (size_t)(batch * nb * QK + 63) & ~(size_t)63;
         size_t dbytes = (size_t)(batch * nb) * sizeof(float);
         char *s = scratch(qbytes + 2 * dbytes + 64);
@@ -154,7 +131,7 @@ void pt_gemm_rows(const pt_mat *W, int64_t r0, int64_t r1, const float *X, int64
         int32_t *s8 = (int32_t *)(s + qbytes + dbytes);
 #pragma omp parallel for schedule(static) if (batch * cols >= SERIAL_WORK)
         for (int64_t v = 0; v < batch; v++)
-            quantize_act(X + v * cols, nb, qs + v * nb * QK, d + v * nb, s8 + v * nb);
+            k->quant_act(X + v * cols, nb, paired, qs + v * nb * QK, d + v * nb, s8 + v * nb);
         act = (pt_q8act){.qs = qs, .d = d, .s8 = s8, .nb = nb};
     }
 

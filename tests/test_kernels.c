@@ -397,3 +397,64 @@ Test(ops, rmsnorm_softmax_swiglu_against_double)
     free(y);
     free(y2);
 }
+
+// ---- activation quantisation: every path == ggml's reference -------------
+
+#include "kernels/kern_internal.h"
+
+static void check_quant_act(void (*qa)(const float *, int64_t, bool, int8_t *, float *, int32_t *),
+                            const float *x, int64_t nb)
+{
+    block_q8_0 *ref = malloc(sizeof(block_q8_0) * (size_t)nb);
+    pt_quantize_row(PT_Q8_0, x, ref, nb * 32);
+    int8_t *qs = aligned_alloc(64, (size_t)(nb * 32 + 64));
+    float *d = malloc(sizeof(float) * (size_t)nb);
+    int32_t *s8 = malloc(sizeof(int32_t) * (size_t)nb);
+    for (int paired = 0; paired < 2; paired++) {
+        qa(x, nb, paired, qs, d, s8);
+        for (int64_t b = 0; b < nb; b++) {
+            int32_t sum = 0;
+            for (int j = 0; j < 32; j++) {
+                int8_t q = qs[pt_act_pos(paired, nb, b, j)];
+                cr_assert_eq(q, ref[b].qs[j], "block %ld quant %d: %d != %d (x=%a)", (long)b, j, q,
+                             ref[b].qs[j], x[b * 32 + j]);
+                sum += q;
+            }
+            cr_assert_eq(fbits(d[b]), fbits(pt_fp16_to_f32(ref[b].d)));
+            cr_assert_eq(s8[b], 8 * sum);
+        }
+    }
+    free(ref);
+    free(qs);
+    free(d);
+    free(s8);
+}
+
+Test(quant_act, paths_equal_ggml_reference)
+{
+    enum { NB = 37 };
+    float *x = malloc(sizeof(float) * NB * 32);
+    for (int rep = 0; rep < 200; rep++) {
+        for (int i = 0; i < NB * 32; i++)
+            x[i] = rndf() * ldexpf(1.0f, (int)(rnd32() % 20) - 10);
+        if (rep % 2 == 0) {
+            // exact halves after scaling: amax 127 -> id 1
+            for (int b = 0; b < NB; b++) {
+                x[b * 32] = 127.0f;
+                for (int j = 1; j < 32; j++)
+                    x[b * 32 + j] = (float)((int)(rnd32() % 253) - 126) + ((rnd32() & 1) ? 0.5f : -0.5f);
+                x[b * 32 + 5] = 0.49999997f;
+                x[b * 32 + 6] = -0.49999997f;
+                x[b * 32 + 7] = -0.0f;
+                x[b * 32 + 8] = 0.5f;
+                x[b * 32 + 9] = -126.5f;
+            }
+        }
+        if (rep == 1)
+            memset(x, 0, sizeof(float) * 32 * 3); // zero blocks: d = 0
+        check_quant_act(pt_quant_act_scalar, x, NB);
+        if (pt_kernel_path_supported(PT_PATH_AVX2))
+            check_quant_act(pt_quant_act_avx2, x, NB);
+    }
+    free(x);
+}

@@ -1,0 +1,321 @@
+// bench/bench_kernels.c — GEMV weight bandwidth against the machine's read
+// bandwidth, and GEMM GFLOP/s, for DeepSeek-V3 decode shapes (run through
+// bench/kernels.sh).
+//
+// GEMV cycles through enough distinct matrices of a shape that the working
+// set is at least 4x the last-level cache (and >= 512 MiB), so every call
+// streams its weights from DRAM. The read bandwidth is a STREAM-like sum over
+// a buffer of the same size, measured by this binary in the same run with
+// the same thread count. Memory use stays below ~2.5 GiB.
+//
+// Usage: bench_kernels [--quick]   (--quick: smaller working set, fewer shapes)
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// Big buffers: 2 MiB aligned, transparent huge pages requested, touched now.
+static void *big_alloc(size_t bytes)
+{
+    size_t n = (bytes + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+    void *p = NULL;
+    if (posix_memalign(&p, 2u << 20, n) != 0)
+        return NULL;
+    madvise(p, n, MADV_HUGEPAGE);
+    memset(p, 0, n);
+    return p;
+}
+
+// Largest last-level cache size the system reports (sysfs or sysconf).
+static size_t llc_bytes(void)
+{
+    size_t best = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[128], buf[64];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fgets(buf, sizeof buf, f)) {
+            char *end;
+            double v = strtod(buf, &end);
+            size_t mul = (*end == 'K') ? 1024 : (*end == 'M') ? (1u << 20) : 1;
+            if ((size_t)(v * (double)mul) > best)
+                best = (size_t)(v * (double)mul);
+        }
+        fclose(f);
+    }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    long s = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (s > 0 && (size_t)s > best)
+        best = (size_t)s;
+#endif
+    return best;
+}
+
+// ---- read bandwidth --------------------------------------------------------
+
+// Sum of all 64-bit words of the buffer, split across threads: the compiler
+// turns the four independent sums into wide loads.
+static double stream_read_gbs(const uint64_t *buf, size_t words, int threads, double min_s)
+{
+    double best = 0;
+    volatile uint64_t sink = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = now(), t;
+        int iters = 0;
+        do {
+            uint64_t total = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+            {
+                int nt = omp_get_num_threads(), id = omp_get_thread_num();
+                size_t lo = words / (size_t)nt * (size_t)id;
+                size_t hi = id == nt - 1 ? words : words / (size_t)nt * (size_t)(id + 1);
+                uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+                for (size_t i = lo; i + 4 <= hi; i += 4) {
+                    s0 += buf[i];
+                    s1 += buf[i + 1];
+                    s2 += buf[i + 2];
+                    s3 += buf[i + 3];
+                }
+                total += s0 + s1 + s2 + s3;
+            }
+            sink += total;
+            iters++;
+            t = now() - t0;
+        } while (t < min_s);
+        double gbs = (double)iters * (double)words * 8 / t / 1e9;
+        best = gbs > best ? gbs : best;
+    }
+    (void)sink;
+    return best;
+}
+
+// ---- weights ---------------------------------------------------------------
+
+static uint64_t rng = 0x243F6A8885A308D3ull;
+static uint64_t rnd64(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+// Random but valid contents: block scales are ordinary fp16 numbers, float
+// elements are small normal numbers (no NaN / subnormal slow paths).
+static void fill_weights(pt_dtype t, uint8_t *p, size_t bytes)
+{
+    uint64_t *w = (uint64_t *)p;
+    for (size_t i = 0; i < bytes / 8; i++)
+        w[i] = rnd64();
+    size_t bs = t == PT_Q8_0 ? 34 : t == PT_Q4_0 ? 18 : 0;
+    if (bs) {
+        for (size_t o = 0; o + bs <= bytes; o += bs) {
+            uint16_t d = (uint16_t)(0x2000 + (rnd64() & 0x0FFF));
+            memcpy(p + o, &d, 2);
+        }
+    } else if (t == PT_F32) {
+        float *f = (float *)p;
+        for (size_t i = 0; i < bytes / 4; i++)
+            f[i] = (float)(int)(rnd64() % 2001 - 1000) * 1e-3f;
+    } else {
+        uint16_t *h = (uint16_t *)p;
+        for (size_t i = 0; i < bytes / 2; i++)
+            h[i] = (uint16_t)(0x3000 + (rnd64() & 0x0FFF)) | (uint16_t)((rnd64() & 1) << 15);
+        if (t == PT_BF16)
+            for (size_t i = 0; i < bytes / 2; i++)
+                h[i] = (uint16_t)(0x3C00 + (h[i] & 0x7F)) | (h[i] & 0x8000);
+    }
+}
+
+typedef struct {
+    int64_t rows, cols; // out x in
+    const char *what;
+} shape;
+
+static const shape shapes[] = {
+    {2048, 7168, "expert gate/up"},  {7168, 2048, "expert down"},  {1536, 7168, "q_a"},
+    {24576, 1536, "q_b"},            {18432, 7168, "dense up"},    {129280, 7168, "output"},
+};
+enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
+
+// Is this a "large shape" for the RESULT line (>= 14.7 M weights)?
+static int is_large(const shape *s) { return (double)s->rows * (double)s->cols >= 2048.0 * 7168; }
+
+typedef struct {
+    double bytes, secs; // accumulated over the large shapes
+} agg;
+
+// GEMV over a working set of >= ws bytes of distinct matrices; GB/s.
+static double bench_gemv(pt_dtype t, const shape *s, size_t ws, int threads, double min_s)
+{
+    const size_t mb = pt_row_bytes(t, (uint64_t)s->cols) * (size_t)s->rows;
+    size_t nm = (ws + mb - 1) / mb;
+    if (nm < 1)
+        nm = 1;
+    uint8_t *buf = big_alloc(nm * mb);
+    if (!buf)
+        return -1;
+    fill_weights(t, buf, nm * mb);
+    float *x = malloc(sizeof(float) * (size_t)s->cols), *y = malloc(sizeof(float) * (size_t)s->rows);
+    for (int64_t i = 0; i < s->cols; i++)
+        x[i] = (float)((int)(rnd64() % 2001) - 1000) * 1e-3f;
+    omp_set_num_threads(threads);
+    pt_mat m = {.type = t, .rows = s->rows, .cols = s->cols};
+    for (size_t i = 0; i < nm; i++) { // warm-up pass (scratch, threads)
+        m.data = buf + i * mb;
+        pt_gemv(&m, x, y);
+    }
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = now(), el;
+        size_t calls = 0;
+        do {
+            for (size_t i = 0; i < nm; i++) {
+                m.data = buf + i * mb;
+                pt_gemv(&m, x, y);
+                calls++;
+            }
+            el = now() - t0;
+        } while (el < min_s);
+        double gbs = (double)calls * (double)mb / el / 1e9;
+        best = gbs > best ? gbs : best;
+    }
+    free(x);
+    free(y);
+    free(buf);
+    return best;
+}
+
+// GEMM on one matrix (hot in cache or not: compute-bound at these batches).
+static double bench_gemm(pt_dtype t, const shape *s, int64_t batch, int threads, double min_s)
+{
+    const size_t mb = pt_row_bytes(t, (uint64_t)s->cols) * (size_t)s->rows;
+    uint8_t *buf = big_alloc(mb);
+    fill_weights(t, buf, mb);
+    float *X = malloc(sizeof(float) * (size_t)(s->cols * batch));
+    float *Y = malloc(sizeof(float) * (size_t)(s->rows * batch));
+    for (int64_t i = 0; i < s->cols * batch; i++)
+        X[i] = (float)((int)(rnd64() % 2001) - 1000) * 1e-3f;
+    omp_set_num_threads(threads);
+    pt_mat m = {.data = buf, .type = t, .rows = s->rows, .cols = s->cols};
+    pt_gemm(&m, X, batch, Y);
+    double best = 0;
+    for (int rep = 0; rep < 2; rep++) {
+        double t0 = now(), el;
+        int calls = 0;
+        do {
+            pt_gemm(&m, X, batch, Y);
+            calls++;
+            el = now() - t0;
+        } while (el < min_s);
+        double gf = 2.0 * (double)s->rows * (double)s->cols * (double)batch * calls / el / 1e9;
+        best = gf > best ? gf : best;
+    }
+    free(X);
+    free(Y);
+    free(buf);
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    size_t llc = llc_bytes();
+    size_t ws = 4 * llc;
+    if (ws < (512u << 20))
+        ws = 512u << 20;
+    if (ws > (1536u << 20))
+        ws = 1536u << 20;
+    if (quick)
+        ws = 256u << 20;
+    const double min_s = quick ? 0.2 : 0.6;
+    printf("kernel path: %s  (avx2 %s, avx512vnni %s)  cpus: %d\n", pt_kernel_path_name(),
+           pt_kernel_path_supported(PT_PATH_AVX2) ? "yes" : "no",
+           pt_kernel_path_supported(PT_PATH_AVX512) ? "yes" : "no", omp_get_num_procs());
+    printf("last-level cache: %.0f MiB, working set: %.0f MiB\n", (double)llc / 1048576.0,
+           (double)ws / 1048576.0);
+
+    double membw[3] = {0};
+    {
+        uint64_t *buf = big_alloc(ws);
+        for (size_t i = 0; i < ws / 8; i++)
+            buf[i] = i;
+        for (int th = 1; th <= 2; th++) {
+            membw[th] = stream_read_gbs(buf, ws / 8, th, min_s);
+            printf("read bandwidth (%d thread%s): %.2f GB/s\n", th, th > 1 ? "s" : "", membw[th]);
+        }
+        free(buf);
+    }
+
+    const pt_dtype types[] = {PT_Q4_0, PT_Q8_0, PT_BF16, PT_F32};
+    agg large[3][4] = {{{0}}};
+    printf("\nGEMV (rows x cols = out x in), effective weight GB/s, ratio to read bandwidth\n");
+    printf("%-16s %-15s %-5s %10s %7s %10s %7s\n", "shape", "", "type", "1 thread", "ratio",
+           "2 threads", "ratio");
+    for (int si = 0; si < NSHAPES; si++) {
+        const shape *s = &shapes[si];
+        if (quick && si >= 2)
+            break;
+        for (int ti = 0; ti < 4; ti++) {
+            pt_dtype t = types[ti];
+            size_t mb = pt_row_bytes(t, (uint64_t)s->cols) * (size_t)s->rows;
+            if (mb > (1536u << 20) || (quick && t == PT_F32))
+                continue;
+            double g[3];
+            for (int th = 1; th <= 2; th++) {
+                g[th] = bench_gemv(t, s, ws, th, min_s);
+                if (is_large(s)) {
+                    // time for this shape's bytes at the measured rate
+                    large[th][ti].bytes += (double)mb;
+                    large[th][ti].secs += (double)mb / (g[th] * 1e9);
+                }
+            }
+            char name[32];
+            snprintf(name, sizeof name, "%ldx%ld", (long)s->rows, (long)s->cols);
+            printf("%-16s %-15s %-5s %10.2f %7.3f %10.2f %7.3f\n", name, s->what, pt_dtype_name(t),
+                   g[1], g[1] / membw[1], g[2], g[2] / membw[2]);
+            fflush(stdout);
+        }
+    }
+
+    printf("\nGEMM GFLOP/s (2*rows*cols*batch per call)\n");
+    printf("%-16s %-5s %6s %10s %10s\n", "shape", "type", "batch", "1 thread", "2 threads");
+    const shape *gs[] = {&shapes[0], &shapes[1]};
+    const int64_t batches[] = {8, 64, 512};
+    for (int si = 0; si < (quick ? 1 : 2); si++)
+        for (int ti = 0; ti < 3; ti++)
+            for (int bi = 0; bi < 3; bi++) {
+                double g1 = bench_gemm(types[ti], gs[si], batches[bi], 1, min_s / 2);
+                double g2 = bench_gemm(types[ti], gs[si], batches[bi], 2, min_s / 2);
+                char name[32];
+                snprintf(name, sizeof name, "%ldx%ld", (long)gs[si]->rows, (long)gs[si]->cols);
+                printf("%-16s %-5s %6ld %10.1f %10.1f\n", name, pt_dtype_name(types[ti]),
+                       (long)batches[bi], g1, g2);
+                fflush(stdout);
+            }
+
+    // RESULT: 2 threads, bandwidth over the large shapes together
+    double q4 = large[2][0].bytes / large[2][0].secs / 1e9;
+    double q8 = large[2][1].bytes / large[2][1].secs / 1e9;
+    printf("\nRESULT membw_gbs=%.2f gemv_q4_0_gbs=%.2f gemv_q4_0_ratio=%.3f gemv_q8_0_gbs=%.2f "
+           "gemv_q8_0_ratio=%.3f\n",
+           membw[2], q4, q4 / membw[2], q8, q8 / membw[2]);
+    return 0;
+}

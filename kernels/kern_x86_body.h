@@ -1,0 +1,164 @@
+// kernels/kern_x86_body.h — the block-quantised dot products shared by the
+// AVX2 and AVX-512 VNNI paths; included by kern_avx2.c / kern_avx512.c after
+// they define:
+//   KX_TGT          the target attribute string
+//   KX(name)        name mangling (name##_avx2 ...)
+//   KX_DOT(u, s)    8 int32 lanes whose sum is the dot of 32 u8 x 32 s8
+//   KX_DOT2(u1, s1, u2, s2)   same for two such pairs added together
+//
+// Contract (kern_internal.h): block b's exact integer dot meets its scale
+// d_w * d_x in one fmaf into lane b % 8. Here eight blocks are reduced
+// together: their int32 lane vectors are folded by hadd into one vector
+// whose lane j is block j's dot, which then takes one fma.
+//
+// Q4_0 activation layout (pt_kern.q4_paired): within each full group of 8
+// blocks, blocks p and p + 4 (p < 4) are interleaved in 64 bytes as
+//   [x_p[0..15] | x_{p+4}[0..15] | x_p[16..31] | x_{p+4}[16..31]]
+// so that one 256-bit load of nibbles carries two blocks; leftover blocks
+// after the last full group keep the natural layout.
+
+#define KX_FN __attribute__((target(KX_TGT)))
+#define KX_IN __attribute__((target(KX_TGT), always_inline)) inline
+
+static KX_IN uint16_t KX(ld16)(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+static KX_IN int32_t KX(hsum_i32)(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+// fp16 scales of 8 consecutive blocks as f32. Block k's scale sits at byte
+// k * BS = 16k + 2k (Q4_0, BS 18) or 32k + 2k (Q8_0, BS 34): a 16-byte load
+// at k * STEP has it in word k, so seven word blends gather all eight.
+static KX_IN __m256 KX(scales8)(const uint8_t *w, int step)
+{
+    __m128i r = _mm_loadu_si128((const __m128i *)w);
+    r = _mm_blend_epi16(r, _mm_loadu_si128((const __m128i *)(w + 1 * step)), 0x02);
+    r = _mm_blend_epi16(r, _mm_loadu_si128((const __m128i *)(w + 2 * step)), 0x04);
+    r = _mm_blend_epi16(r, _mm_loadu_si128((const __m128i *)(w + 3 * step)), 0x08);
+    r = _mm_blend_epi16(r, _mm_loadu_si128((const __m128i *)(w + 4 * step)), 0x10);
+    r = _mm_blend_epi16(r, _mm_loadu_si128((const __m128i *)(w + 5 * step)), 0x20);
+    r = _mm_blend_epi16(r, _mm_loadu_si128((const __m128i *)(w + 6 * step)), 0x40);
+    r = _mm_blend_epi16(r, _mm_loadu_si128((const __m128i *)(w + 7 * step)), 0x80);
+    return _mm256_cvtph_ps(r);
+}
+
+// Q4_0 blocks a and b (paired activation at xp): lanes 0-3 sum to a's
+// nibble dot, lanes 4-7 to b's.
+static KX_IN __m256i KX(pdot_q4)(const uint8_t *wa, const uint8_t *wb, const int8_t *xp)
+{
+    const __m256i raw = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(wa + 2))),
+        _mm_loadu_si128((const __m128i *)(wb + 2)), 1);
+    const __m256i m = _mm256_set1_epi8(0x0F);
+    const __m256i lo = _mm256_and_si256(raw, m);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m);
+    return KX_DOT2(lo, _mm256_load_si256((const __m256i *)xp), hi,
+                   _mm256_load_si256((const __m256i *)(xp + 32)));
+}
+
+// One Q4_0 block against natural-layout activation: 8 lanes summing to the
+// nibble dot.
+static KX_IN __m256i KX(bdot_q4)(const uint8_t *wb, const int8_t *xq)
+{
+    const __m128i t = _mm_loadu_si128((const __m128i *)(wb + 2));
+    const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
+    return KX_DOT(_mm256_and_si256(b, _mm256_set1_epi8(0x0F)), _mm256_load_si256((const __m256i *)xq));
+}
+
+static KX_IN __m256i KX(bdot_q8)(const uint8_t *wb, const int8_t *xq)
+{
+    const __m256i w = _mm256_loadu_si256((const __m256i *)(wb + 2));
+    const __m256i y = _mm256_load_si256((const __m256i *)xq);
+    return KX_DOT(_mm256_sign_epi8(w, w), _mm256_sign_epi8(y, w));
+}
+
+// Group of 8 Q4_0 blocks -> lane j = nibble dot of block j.
+static KX_IN __m256i KX(group_q4)(const uint8_t *w, const int8_t *xg)
+{
+    const __m256i v0 = KX(pdot_q4)(w, w + 4 * 18, xg);
+    const __m256i v1 = KX(pdot_q4)(w + 18, w + 5 * 18, xg + 64);
+    const __m256i v2 = KX(pdot_q4)(w + 2 * 18, w + 6 * 18, xg + 128);
+    const __m256i v3 = KX(pdot_q4)(w + 3 * 18, w + 7 * 18, xg + 192);
+    return _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+}
+
+static KX_IN __m256i KX(group_q8)(const uint8_t *w, const int8_t *xg)
+{
+    const __m256i g0 = _mm256_hadd_epi32(
+        _mm256_hadd_epi32(KX(bdot_q8)(w, xg), KX(bdot_q8)(w + 34, xg + 32)),
+        _mm256_hadd_epi32(KX(bdot_q8)(w + 2 * 34, xg + 64), KX(bdot_q8)(w + 3 * 34, xg + 96)));
+    const __m256i g1 = _mm256_hadd_epi32(
+        _mm256_hadd_epi32(KX(bdot_q8)(w + 4 * 34, xg + 128), KX(bdot_q8)(w + 5 * 34, xg + 160)),
+        _mm256_hadd_epi32(KX(bdot_q8)(w + 6 * 34, xg + 192), KX(bdot_q8)(w + 7 * 34, xg + 224)));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20),
+                            _mm256_permute2x128_si256(g0, g1, 0x31));
+}
+
+// One weight row (nb blocks) · one quantised vector.
+static KX_IN float KX(row_q4)(const uint8_t *w, const int8_t *xq, const float *xd, const int32_t *xs,
+                              int64_t nb)
+{
+    __m256 acc = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        const uint8_t *wg = w + b * 18;
+        __m256i s = _mm256_sub_epi32(KX(group_q4)(wg, xq + b * QK),
+                                     _mm256_loadu_si256((const __m256i *)(xs + b)));
+        const __m256 dd = _mm256_mul_ps(KX(scales8)(wg, 16), _mm256_loadu_ps(xd + b));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, acc);
+    }
+    float a[8];
+    _mm256_storeu_ps(a, acc);
+    for (; b < nb; b++) {
+        const uint8_t *wb = w + b * 18;
+        const int32_t s = KX(hsum_i32)(KX(bdot_q4)(wb, xq + b * QK)) - xs[b];
+        a[b % 8] = fmaf((float)s, _cvtsh_ss(KX(ld16)(wb)) * xd[b], a[b % 8]);
+    }
+    return pt_reduce8(a);
+}
+
+static KX_IN float KX(row_q8)(const uint8_t *w, const int8_t *xq, const float *xd, int64_t nb)
+{
+    __m256 acc = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        const uint8_t *wg = w + b * 34;
+        const __m256i s = KX(group_q8)(wg, xq + b * QK);
+        const __m256 dd = _mm256_mul_ps(KX(scales8)(wg, 32), _mm256_loadu_ps(xd + b));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, acc);
+    }
+    float a[8];
+    _mm256_storeu_ps(a, acc);
+    for (; b < nb; b++) {
+        const uint8_t *wb = w + b * 34;
+        const int32_t s = KX(hsum_i32)(KX(bdot_q8)(wb, xq + b * QK));
+        a[b % 8] = fmaf((float)s, _cvtsh_ss(KX(ld16)(wb)) * xd[b], a[b % 8]);
+    }
+    return pt_reduce8(a);
+}
+
+static KX_FN void KX(qtile)(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x,
+                            int64_t v0, int64_t nvec, float *y, int64_t ldy)
+{
+    const int64_t nb = x->nb;
+    for (int64_t v = 0; v < nvec; v++) {
+        const int8_t *xq = x->qs + (v0 + v) * nb * QK;
+        const float *xd = x->d + (v0 + v) * nb;
+        const int32_t *xs = x->s8 + (v0 + v) * nb;
+        if (t == PT_Q4_0)
+            for (int64_t r = 0; r < nrows; r++)
+                y[v * ldy + r] = KX(row_q4)(w + r * rb, xq, xd, xs, nb);
+        else
+            for (int64_t r = 0; r < nrows; r++)
+                y[v * ldy + r] = KX(row_q8)(w + r * rb, xq, xd, nb);
+    }
+}
