@@ -103,6 +103,34 @@ static KX_IN __m256i KX(group_q8)(const uint8_t *w, const int8_t *xg)
                             _mm256_permute2x128_si256(g0, g1, 0x31));
 }
 
+// Leftover blocks (after the last full group of 8): natural layout, one
+// block at a time, scalar fmaf into the stored lanes — the same arithmetic.
+static KX_IN float KX(tail_q4)(const uint8_t *w, const int8_t *xq, const float *xd, const int32_t *xs,
+                               int64_t b, int64_t nb, __m256 acc)
+{
+    float a[8];
+    _mm256_storeu_ps(a, acc);
+    for (; b < nb; b++) {
+        const uint8_t *wb = w + b * 18;
+        const int32_t s = KX(hsum_i32)(KX(bdot_q4)(wb, xq + b * QK)) - xs[b];
+        a[b % 8] = fmaf((float)s, _cvtsh_ss(KX(ld16)(wb)) * xd[b], a[b % 8]);
+    }
+    return pt_reduce8(a);
+}
+
+static KX_IN float KX(tail_q8)(const uint8_t *w, const int8_t *xq, const float *xd, int64_t b, int64_t nb,
+                               __m256 acc)
+{
+    float a[8];
+    _mm256_storeu_ps(a, acc);
+    for (; b < nb; b++) {
+        const uint8_t *wb = w + b * 34;
+        const int32_t s = KX(hsum_i32)(KX(bdot_q8)(wb, xq + b * QK));
+        a[b % 8] = fmaf((float)s, _cvtsh_ss(KX(ld16)(wb)) * xd[b], a[b % 8]);
+    }
+    return pt_reduce8(a);
+}
+
 // One weight row (nb blocks) · one quantised vector.
 static KX_IN float KX(row_q4)(const uint8_t *w, const int8_t *xq, const float *xd, const int32_t *xs,
                               int64_t nb)
@@ -116,14 +144,7 @@ static KX_IN float KX(row_q4)(const uint8_t *w, const int8_t *xq, const float *x
         const __m256 dd = _mm256_mul_ps(KX(scales8)(wg, 16), _mm256_loadu_ps(xd + b));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, acc);
     }
-    float a[8];
-    _mm256_storeu_ps(a, acc);
-    for (; b < nb; b++) {
-        const uint8_t *wb = w + b * 18;
-        const int32_t s = KX(hsum_i32)(KX(bdot_q4)(wb, xq + b * QK)) - xs[b];
-        a[b % 8] = fmaf((float)s, _cvtsh_ss(KX(ld16)(wb)) * xd[b], a[b % 8]);
-    }
-    return pt_reduce8(a);
+    return KX(tail_q4)(w, xq, xd, xs, b, nb, acc);
 }
 
 static KX_IN float KX(row_q8)(const uint8_t *w, const int8_t *xq, const float *xd, int64_t nb)
@@ -136,21 +157,139 @@ static KX_IN float KX(row_q8)(const uint8_t *w, const int8_t *xq, const float *x
         const __m256 dd = _mm256_mul_ps(KX(scales8)(wg, 32), _mm256_loadu_ps(xd + b));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, acc);
     }
-    float a[8];
-    _mm256_storeu_ps(a, acc);
-    for (; b < nb; b++) {
-        const uint8_t *wb = w + b * 34;
-        const int32_t s = KX(hsum_i32)(KX(bdot_q8)(wb, xq + b * QK));
-        a[b % 8] = fmaf((float)s, _cvtsh_ss(KX(ld16)(wb)) * xd[b], a[b % 8]);
-    }
-    return pt_reduce8(a);
+    return KX(tail_q8)(w, xq, xd, b, nb, acc);
 }
 
+// One weight row · four vectors (GEMM): each weight block is loaded and
+// unpacked once for the four; per vector the arithmetic is row_q4's exactly.
+#define KX_V4(X) X(0) X(1) X(2) X(3)
+
+static KX_IN void KX(row_q4_x4)(const uint8_t *w, const pt_q8act *x, int64_t v, float *y, int64_t ldy)
+{
+    const int64_t nb = x->nb;
+#define DECL(j)                                                                                    \
+    const int8_t *xq##j = x->qs + (v + j) * nb * QK;                                               \
+    const float *xd##j = x->d + (v + j) * nb;                                                      \
+    const int32_t *xs##j = x->s8 + (v + j) * nb;                                                   \
+    __m256 acc##j = _mm256_setzero_ps();                                                           \
+    __m256i a##j, h##j;
+    KX_V4(DECL)
+#undef DECL
+    const __m256i m = _mm256_set1_epi8(0x0F);
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        const uint8_t *wg = w + b * 18;
+        __m256i raw, lo, hi;
+#define UNPACK(P)                                                                                  \
+    raw = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(wg + (P) * 18 + 2))), \
+                                  _mm_loadu_si128((const __m128i *)(wg + ((P) + 4) * 18 + 2)), 1); \
+    lo = _mm256_and_si256(raw, m);                                                                 \
+    hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m);
+#define PD(j, P)                                                                                   \
+    KX_DOT2(lo, _mm256_load_si256((const __m256i *)(xq##j + b * QK + (P) * 64)), hi,              \
+            _mm256_load_si256((const __m256i *)(xq##j + b * QK + (P) * 64 + 32)))
+        UNPACK(0)
+#define S0(j) a##j = PD(j, 0);
+        KX_V4(S0)
+        UNPACK(1)
+#define S1(j) h##j = _mm256_hadd_epi32(a##j, PD(j, 1));
+        KX_V4(S1)
+        UNPACK(2)
+#define S2(j) a##j = PD(j, 2);
+        KX_V4(S2)
+        UNPACK(3)
+#define S3(j) a##j = _mm256_hadd_epi32(h##j, _mm256_hadd_epi32(a##j, PD(j, 3)));
+        KX_V4(S3)
+        const __m256 dw = KX(scales8)(wg, 16);
+#define FIN(j)                                                                                     \
+    acc##j = _mm256_fmadd_ps(                                                                      \
+        _mm256_cvtepi32_ps(_mm256_sub_epi32(a##j, _mm256_loadu_si256((const __m256i *)(xs##j + b)))), \
+        _mm256_mul_ps(dw, _mm256_loadu_ps(xd##j + b)), acc##j);
+        KX_V4(FIN)
+#undef UNPACK
+#undef PD
+#undef S0
+#undef S1
+#undef S2
+#undef S3
+#undef FIN
+    }
+#define TAIL(j) y[j * ldy] = KX(tail_q4)(w, xq##j, xd##j, xs##j, b, nb, acc##j);
+    KX_V4(TAIL)
+#undef TAIL
+}
+
+static KX_IN void KX(row_q8_x4)(const uint8_t *w, const pt_q8act *x, int64_t v, float *y, int64_t ldy)
+{
+    const int64_t nb = x->nb;
+#define DECL(j)                                                                                    \
+    const int8_t *xq##j = x->qs + (v + j) * nb * QK;                                               \
+    const float *xd##j = x->d + (v + j) * nb;                                                      \
+    __m256 acc##j = _mm256_setzero_ps();                                                           \
+    __m256i a##j, h##j, g##j;
+    KX_V4(DECL)
+#undef DECL
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        const uint8_t *wg = w + b * 34;
+        __m256i wv, aw;
+#define LOAD(k)                                                                                    \
+    wv = _mm256_loadu_si256((const __m256i *)(wg + (k) * 34 + 2));                                 \
+    aw = _mm256_sign_epi8(wv, wv);
+#define BD(j, k)                                                                                   \
+    KX_DOT(aw, _mm256_sign_epi8(_mm256_load_si256((const __m256i *)(xq##j + b * QK + (k) * 32)), wv))
+#define E(j, k) a##j = BD(j, k);
+#define O1(j, k) h##j = _mm256_hadd_epi32(a##j, BD(j, k));
+#define O2(j, k) a##j = _mm256_hadd_epi32(h##j, _mm256_hadd_epi32(a##j, BD(j, k)));
+#define STEP(M, k)                                                                                 \
+    LOAD(k) M(0, k) M(1, k) M(2, k) M(3, k)
+        STEP(E, 0)
+        STEP(O1, 1)
+        STEP(E, 2)
+        // after block 3: a_j = hadd tree of blocks 0..3 (g0 of group_q8)
+#define O2G(j, k) g##j = _mm256_hadd_epi32(h##j, _mm256_hadd_epi32(a##j, BD(j, k)));
+        STEP(O2G, 3)
+        STEP(E, 4)
+        STEP(O1, 5)
+        STEP(E, 6)
+        STEP(O2, 7)
+        const __m256 dw = KX(scales8)(wg, 32);
+#define FIN(j)                                                                                     \
+    acc##j = _mm256_fmadd_ps(                                                                      \
+        _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_permute2x128_si256(g##j, a##j, 0x20),          \
+                                            _mm256_permute2x128_si256(g##j, a##j, 0x31))),         \
+        _mm256_mul_ps(dw, _mm256_loadu_ps(xd##j + b)), acc##j);
+        KX_V4(FIN)
+#undef LOAD
+#undef BD
+#undef E
+#undef O1
+#undef O2
+#undef O2G
+#undef STEP
+#undef FIN
+    }
+#define TAIL(j) y[j * ldy] = KX(tail_q8)(w, xq##j, xd##j, b, nb, acc##j);
+    KX_V4(TAIL)
+#undef TAIL
+}
+
+// Rows x vectors: vectors in fours (weights reused from registers), then
+// the remaining vectors one at a time.
 static KX_FN void KX(qtile)(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x,
                             int64_t v0, int64_t nvec, float *y, int64_t ldy)
 {
     const int64_t nb = x->nb;
-    for (int64_t v = 0; v < nvec; v++) {
+    int64_t v = 0;
+    for (; v + 4 <= nvec; v += 4) {
+        if (t == PT_Q4_0)
+            for (int64_t r = 0; r < nrows; r++)
+                KX(row_q4_x4)(w + r * rb, x, v0 + v, y + v * ldy + r, ldy);
+        else
+            for (int64_t r = 0; r < nrows; r++)
+                KX(row_q8_x4)(w + r * rb, x, v0 + v, y + v * ldy + r, ldy);
+    }
+    for (; v < nvec; v++) {
         const int8_t *xq = x->qs + (v0 + v) * nb * QK;
         const float *xd = x->d + (v0 + v) * nb;
         const int32_t *xs = x->s8 + (v0 + v) * nb;

@@ -1,0 +1,18 @@
+#!/bin/sh
+# bench/kernels.sh — CPU kernel benchmark (issue 5): GEMV effective weight
+# bandwidth next to the machine's read bandwidth measured in the same run
+# (working set > 4x the last-level cache), for 1 and 2 threads, and GEMM
+# GFLOP/s at batch 8 / 64 / 512. Last line:
+#   RESULT membw_gbs=… gemv_q4_0_gbs=… gemv_q4_0_ratio=… gemv_q8_0_gbs=… gemv_q8_0_ratio=…
+# (2 threads, over the large decode shapes together).
+#
+# Usage: bench/kernels.sh [--quick]     BUILD_DIR=... to choose the build dir.
+# Memory: below ~2.5 GiB. Run it on an otherwise idle machine: other load
+# on the cores or on the memory bus shows up directly in the figures.
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD_DIR:-$ROOT/build}
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD" -j"$(nproc)" --target bench_kernels >/dev/null
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cpus"
+exec "$BUILD/bench_kernels" "$@"
