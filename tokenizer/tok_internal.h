@@ -28,12 +28,16 @@ int32_t tok_strmap_get(const tok_strmap *m, const char *key, uint32_t len); // -
 uint64_t tok_hash(const void *p, size_t len);
 
 // ---- (left id, right id) -> (rank, merged id) -----------------------------
+typedef struct tok_pair_slot {
+    uint64_t key;          // (left << 32 | right) + 1; 0 = free
+    int32_t rank;
+    int32_t out;           // merged token id
+} tok_pair_slot;
+
 typedef struct tok_pairmap {
     uint32_t cap;          // slots, power of two
     uint32_t n;
-    uint64_t *key;         // (cap,) (left << 32 | right) + 1; 0 = free
-    int32_t *rank;         // (cap,)
-    int32_t *out;          // (cap,) merged token id
+    tok_pair_slot *slot;   // (cap,) one 16-byte slot per probe
 } tok_pairmap;
 
 void tok_pairmap_init(tok_pairmap *m, uint32_t expect);
@@ -47,13 +51,13 @@ static inline bool tok_pairmap_get(const tok_pairmap *m, int32_t a, int32_t b, i
     uint64_t h = k * 0x9E3779B97F4A7C15ull;
     uint32_t mask = m->cap - 1, i = (uint32_t)(h >> 32) & mask;
     for (;;) {
-        uint64_t s = m->key[i];
-        if (s == k) {
-            *rank = m->rank[i];
-            *out = m->out[i];
+        const tok_pair_slot *s = &m->slot[i];
+        if (s->key == k) {
+            *rank = s->rank;
+            *out = s->out;
             return true;
         }
-        if (!s)
+        if (!s->key)
             return false;
         i = (i + 1) & mask;
     }

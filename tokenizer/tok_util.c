@@ -192,17 +192,13 @@ void tok_pairmap_init(tok_pairmap *m, uint32_t expect)
 {
     m->cap = pow2_at_least(expect * 2 + 2);
     m->n = 0;
-    m->key = calloc(m->cap, sizeof *m->key);
-    m->rank = calloc(m->cap, sizeof *m->rank);
-    m->out = calloc(m->cap, sizeof *m->out);
-    assert(m->key && m->rank && m->out);
+    m->slot = calloc(m->cap, sizeof *m->slot);
+    assert(m->slot);
 }
 
 void tok_pairmap_free(tok_pairmap *m)
 {
-    free(m->key);
-    free(m->rank);
-    free(m->out);
+    free(m->slot);
     memset(m, 0, sizeof *m);
 }
 
@@ -212,9 +208,9 @@ void tok_pairmap_put(tok_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t
         tok_pairmap nm;
         tok_pairmap_init(&nm, m->cap);
         for (uint32_t i = 0; i < m->cap; i++)
-            if (m->key[i]) {
-                uint64_t k = m->key[i] - 1;
-                tok_pairmap_put(&nm, (int32_t)(k >> 32), (int32_t)(uint32_t)k, m->rank[i], m->out[i]);
+            if (m->slot[i].key) {
+                uint64_t k = m->slot[i].key - 1;
+                tok_pairmap_put(&nm, (int32_t)(k >> 32), (int32_t)(uint32_t)k, m->slot[i].rank, m->slot[i].out);
             }
         tok_pairmap_free(m);
         *m = nm;
@@ -222,14 +218,12 @@ void tok_pairmap_put(tok_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t
     uint64_t k = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
     uint64_t h = k * 0x9E3779B97F4A7C15ull;
     uint32_t mask = m->cap - 1, i = (uint32_t)(h >> 32) & mask;
-    while (m->key[i]) {
-        if (m->key[i] == k)
+    while (m->slot[i].key) {
+        if (m->slot[i].key == k)
             return;
         i = (i + 1) & mask;
     }
-    m->key[i] = k;
-    m->rank[i] = rank;
-    m->out[i] = out;
+    m->slot[i] = (tok_pair_slot){k, rank, out};
     m->n++;
 }
 
