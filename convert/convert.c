@@ -494,6 +494,12 @@ static int run(conv *c, pt_err *err)
         if (up == 1) {
             unlink(c->journal_path);
             unlink(c->tmp_path);
+            for (uint32_t s = 0; o->delete_source && s < c->ix.n_shards; s++) { // all durable in <out>
+                char path[PATH_LEN];
+                shard_path(c, s, path, sizeof path);
+                if (file_exists(path) && unlink(path) == 0)
+                    fprintf(stderr, "petrel convert: deleted %s\n", c->ix.shards[s]);
+            }
             fprintf(o->summary, "petrel convert: %s is complete and up to date (use --force to redo)\n",
                     o->out_path);
             return 0;

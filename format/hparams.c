@@ -79,20 +79,23 @@ static int get_f32_opt(const gguf_file *g, const char *key, float *out, float de
     return gguf_get_f32(g, key, out, err);
 }
 
-// u32 key that may also be stored as a per-layer array (expert_feed_forward_length
-// in some files): takes the first element and requires all to be equal.
+// u32 key that may also be stored as a per-layer array (some files do so for
+// the feed-forward lengths, with 0 for layers that lack that FFN): takes the
+// non-zero value and requires all non-zero values to be equal.
 static int get_u32_or_arr(const gguf_file *g, const char *key, uint32_t *out, pt_err *err)
 {
     const gguf_kv *kv = gguf_get(g, key);
     if (kv && kv->type == GGUF_ARRAY && (kv->arr_type == GGUF_UINT32 || kv->arr_type == GGUF_INT32)) {
         const uint32_t *a = kv->arr;
-        if (kv->n == 0)
-            return pt_errf(err, "%s: key '%s': empty array", g->path, key);
-        for (uint64_t i = 1; i < kv->n; i++)
-            if (a[i] != a[0] && a[i] != 0)
+        *out = 0;
+        for (uint64_t i = 0; i < kv->n; i++) {
+            if (a[i] == 0)
+                continue;
+            if (*out && a[i] != *out)
                 return pt_errf(err, "%s: key '%s': per-layer values differ (%u vs %u), not supported", g->path,
-                               key, a[0], a[i]);
-        *out = a[0];
+                               key, *out, a[i]);
+            *out = a[i];
+        }
         return 0;
     }
     return gguf_get_u32(g, key, out, err);
