@@ -1,32 +1,79 @@
 // convert/synth_gen.c — the values of synthetic tensors.
 //
 // Every value is a pure function of (tensor seed, row, column): a row's
-// random bits come from splitmix64 over a counter (one 64-bit draw per two
+// random bits come from splitmix64 over a counter (one 64-bit draw per four
 // values), so any split of a tensor into row ranges, on any number of
 // threads, gives identical bytes, and copies (MTP embed/head) are made from
 // the source tensor's seed key and come out byte-identical.
 //
-// "N(0,1)" below is the Irwin-Hall sum of four uniform bytes, rescaled to
-// unit variance (1021 levels, bounded at +-3.45; cheap and close enough to
-// a Gaussian for synthetic weights; FP8 keeps only 3 mantissa bits anyway).
+// "N(0,1)" below is a 16-bit lookup into a table of the normal quantiles
+// (resolution 1/128 sigma, tails cut at 4.33 sigma), rescaled to unit
+// variance: four values per 64-bit draw.
 //   FP8 linears  N(0,1) * gain / sqrt(in) * f(block), f log-uniform in
 //                [0.5, 2] per 128x128 block; stored as E4M3 of
 //                x * 448 / amax(block) with scale_inv = amax(block) / 448
-//                (round-to-nearest-even, saturating).
+//                (round-to-nearest-even, saturating); one element per block
+//                is set to the table's extreme (4.33 sigma), see below.
 //   BF16 dense   N(0,1) * gain / sqrt(in)     (lm_head, eh_proj)
 //   embeddings   N(0,1) * gain
 //   norms        1 + 0.1 N(0,1)
 //   router       see synth_router_init / synth_router_bias.
 #include <assert.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "convert/synth_int.h"
 
 #define SYNTH_BLK 128u
-#define IH_MEAN 510                // 4 * 255 / 2
-#define IH_MAX 510                 // |sum - mean| <= 510
-#define IH_SCALE 6.7658e-03f       // 1 / sqrt(4 * (256^2 - 1) / 12): unit variance
+#define NV_MAX 600                 // |normal table entry| <= NV_MAX (4.33 sigma * 128 = 554)
+
+// The normal table: entry k = round(128 * inverse normal CDF((k + 0.5) / 65536)),
+// mirrored so that it is exactly symmetric; nv_unit = 1 / its standard deviation.
+static int16_t nv_table[65536];
+static float nv_unit;
+static int nv_max;                 // max |entry| (= -nv_table[0])
+static uint8_t fp8_table[65536];   // E4M3 code of nv_table[k] * 448 / nv_max
+static pthread_once_t nv_once = PTHREAD_ONCE_INIT;
+
+// Acklam's inverse normal CDF (relative error < 1.2e-9), for p in (0, 0.5].
+static double inv_normal_lower(double p)
+{
+    static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+                               1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
+    static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                               6.680131188771972e+01,  -1.328068155288572e+01};
+    static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                               -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
+    static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                               3.754408661907416e+00};
+    if (p < 0.02425) {
+        double q = sqrt(-2.0 * log(p));
+        return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+               ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
+    }
+    double q = p - 0.5, r = q * q;
+    return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+           (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0);
+}
+
+static void nv_init(void)
+{
+    double ss = 0;
+    for (int k = 0; k < 32768; k++) {
+        double x = inv_normal_lower(((double)k + 0.5) / 65536.0);
+        int v = (int)lround(128.0 * x);
+        nv_table[k] = (int16_t)v;
+        nv_table[65535 - k] = (int16_t)-v;
+        ss += 2.0 * (double)v * v;
+    }
+    nv_unit = (float)(1.0 / sqrt(ss / 65536.0));
+    nv_max = -nv_table[0];
+    for (int k = 0; k < 65536; k++)
+        fp8_table[k] = synth_fp8_e4m3((float)nv_table[k] * (448.0f / (float)nv_max));
+}
+
+static inline void nv_ready(void) { pthread_once(&nv_once, nv_init); }
 
 uint64_t synth_seed_of(uint64_t seed, const char *key)
 {
@@ -37,32 +84,30 @@ uint64_t synth_seed_of(uint64_t seed, const char *key)
     return synth_mix(h ^ synth_mix(seed));
 }
 
-// Row r's counter base: columns 2k and 2k+1 of row r use synth_mix(base + k).
+// Row r's counter base: columns 4k..4k+3 of row r use synth_mix(base + k).
 static inline uint64_t row_base(uint64_t tseed, uint64_t r)
 {
     return synth_mix(tseed ^ (r * 0xD1B54A32D192ED03ull));
 }
 
-// Irwin-Hall sums of four uniform bytes minus their mean for columns
-// [c0, c0 + n) of a row (c0 even): two values per 64-bit draw, summed with
-// SWAR adds. out[i] in [-510, 510], standard deviation 147.8.
-static void row_ih(uint64_t base, uint64_t c0, uint32_t n, int16_t *out)
+// Normal values (in table units, |v| <= NV_MAX) for columns [c0, c0 + n) of
+// a row (c0 % 4 == 0): each 16-bit lane of a 64-bit draw indexes the table.
+static void row_normal(uint64_t base, uint64_t c0, uint32_t n, int16_t *out)
 {
-    assert(c0 % 2 == 0);
-    const uint64_t k0 = base + c0 / 2;
+    assert(c0 % 4 == 0);
+    const uint64_t k0 = base + c0 / 4;
     uint32_t i = 0;
-    for (; i + 2 <= n; i += 2) {
-        uint64_t a = synth_mix(k0 + i / 2);
-        uint64_t t = (a & 0x00FF00FF00FF00FFull) + ((a >> 8) & 0x00FF00FF00FF00FFull);
-        uint64_t u = (t & 0x0000FFFF0000FFFFull) + ((t >> 16) & 0x0000FFFF0000FFFFull);
-        out[i] = (int16_t)((int32_t)(u & 0xFFFF) - IH_MEAN);
-        out[i + 1] = (int16_t)((int32_t)(u >> 32) - IH_MEAN);
+    for (; i + 4 <= n; i += 4) {
+        uint64_t a = synth_mix(k0 + i / 4);
+        out[i] = nv_table[a & 0xFFFF];
+        out[i + 1] = nv_table[(a >> 16) & 0xFFFF];
+        out[i + 2] = nv_table[(a >> 32) & 0xFFFF];
+        out[i + 3] = nv_table[a >> 48];
     }
     if (i < n) {
-        uint64_t a = synth_mix(k0 + i / 2);
-        uint64_t t = (a & 0x00FF00FF00FF00FFull) + ((a >> 8) & 0x00FF00FF00FF00FFull);
-        uint64_t u = (t & 0x0000FFFF0000FFFFull) + ((t >> 16) & 0x0000FFFF0000FFFFull);
-        out[i] = (int16_t)((int32_t)(u & 0xFFFF) - IH_MEAN);
+        uint64_t a = synth_mix(k0 + i / 4);
+        for (uint32_t k = 0; i < n; i++, k++)
+            out[i] = nv_table[(a >> (16 * k)) & 0xFFFF];
     }
 }
 
@@ -109,9 +154,29 @@ static float block_factor(uint64_t tseed, uint64_t bi, uint64_t bj)
     return (float)exp2(2.0 * u - 1.0);
 }
 
+// One row of FP8 codes, table units scaled by 448 / nv_max.
+static void row_fp8(uint64_t base, uint64_t cols, uint8_t *out)
+{
+    uint64_t i = 0;
+    for (; i + 4 <= cols; i += 4) {
+        uint64_t a = synth_mix(base + i / 4);
+        out[i] = fp8_table[a & 0xFFFF];
+        out[i + 1] = fp8_table[(a >> 16) & 0xFFFF];
+        out[i + 2] = fp8_table[(a >> 32) & 0xFFFF];
+        out[i + 3] = fp8_table[a >> 48];
+    }
+    if (i < cols) {
+        uint64_t a = synth_mix(base + i / 4);
+        for (uint32_t k = 0; i < cols; i++, k++)
+            out[i] = fp8_table[(a >> (16 * k)) & 0xFFFF];
+    }
+}
+
 // One 128-row block row of an FP8 linear: rows [r0, r1), all columns.
-// Values are small integers, so each block is encoded through a table of
-// the E4M3 code of every magnitude up to the block's amax.
+// Every 128x128 block gets one element set to +-nv_max (the table's largest
+// magnitude) at a seeded position, so that each block's amax is exactly
+// nv_max: one global code table then maps random bits straight to E4M3
+// codes (no per-block amax pass), and scale_inv = amax / 448 holds exactly.
 static void make_fp8_blockrow(const synth_tensor *t, uint64_t tseed, uint64_t r0, uint64_t r1,
                               uint8_t *dst, float *scale)
 {
@@ -119,39 +184,17 @@ static void make_fp8_blockrow(const synth_tensor *t, uint64_t tseed, uint64_t r0
     const uint64_t ncb = (cols + SYNTH_BLK - 1) / SYNTH_BLK;
     const uint32_t nr = (uint32_t)(r1 - r0);
     const float std = t->gain / sqrtf((float)cols);
-    int16_t tmp[SYNTH_BLK * SYNTH_BLK];
-    uint8_t lut[IH_MAX + 1];
-    uint64_t base[SYNTH_BLK];
     for (uint32_t r = 0; r < nr; r++)
-        base[r] = row_base(tseed, r0 + r);
+        row_fp8(row_base(tseed, r0 + r), cols, dst + (uint64_t)r * cols);
+    const uint64_t bi = r0 / SYNTH_BLK;
     for (uint64_t j = 0; j < ncb; j++) {
         uint64_t c0 = j * SYNTH_BLK;
         uint32_t nc = (uint32_t)((cols - c0) < SYNTH_BLK ? (cols - c0) : SYNTH_BLK);
-        int amax = 1;
-        for (uint32_t r = 0; r < nr; r++) {
-            int16_t *row = tmp + r * SYNTH_BLK;
-            row_ih(base[r], c0, nc, row);
-            int m = 0;
-            for (uint32_t c = 0; c < nc; c++) {
-                int a = row[c] < 0 ? -row[c] : row[c];
-                m = a > m ? a : m;
-            }
-            amax = m > amax ? m : amax;
-        }
-        const float inv = 448.0f / (float)amax;
-        for (int v = 0; v <= amax; v++)
-            lut[v] = synth_fp8_e4m3((float)v * inv);
-        for (uint32_t r = 0; r < nr; r++) {
-            const int16_t *row = tmp + r * SYNTH_BLK;
-            uint8_t *out = dst + r * cols + c0;
-            for (uint32_t c = 0; c < nc; c++) {
-                int v = row[c];
-                int a = v < 0 ? -v : v;
-                out[c] = (uint8_t)(lut[a] | ((v >> 8) & 0x80));
-            }
-        }
-        float f = block_factor(tseed, r0 / SYNTH_BLK, j);
-        scale[j] = (float)amax * IH_SCALE * std * f / 448.0f;
+        uint64_t h = synth_mix(tseed ^ synth_mix(0xA3A3000000ull + bi * 0x10001ull + (j << 40)));
+        uint32_t pos = (uint32_t)((h & 0xFFFFFFFFull) % ((uint64_t)nr * nc));
+        dst[(uint64_t)(pos / nc) * cols + c0 + pos % nc] = (h >> 63) ? 0xFE : 0x7E;
+        float f = block_factor(tseed, bi, j);
+        scale[j] = (float)nv_max * nv_unit * std * f / 448.0f;
     }
 }
 
@@ -159,6 +202,7 @@ void synth_make_rows(const synth_tensor *t, uint64_t tseed, const synth_router *
                      uint64_t r0, uint64_t r1, uint8_t *dst, float *scale)
 {
     assert(r0 < r1 && r1 <= t->rows);
+    nv_ready();
     const uint64_t cols = t->cols;
     switch (t->init) {
     case SI_LINEAR: {
@@ -177,18 +221,18 @@ void synth_make_rows(const synth_tensor *t, uint64_t tseed, const synth_router *
         float std = t->init == SI_DENSE ? t->gain / sqrtf((float)cols)
                   : t->init == SI_EMBED ? t->gain : 0.1f;
         float add = t->init == SI_NORM ? 1.0f : 0.0f;
-        uint16_t lut[2 * IH_MAX + 1];
-        for (int v = -IH_MAX; v <= IH_MAX; v++)
-            lut[v + IH_MAX] = f32_to_bf16(add + (float)v * IH_SCALE * std);
+        uint16_t lut[2 * NV_MAX + 1];
+        for (int v = -NV_MAX; v <= NV_MAX; v++)
+            lut[v + NV_MAX] = f32_to_bf16(add + (float)v * nv_unit * std);
         int16_t tmp[256];
         uint16_t *out = (uint16_t *)dst;
         for (uint64_t r = r0; r < r1; r++) {
             uint64_t base = row_base(tseed, r);
             for (uint64_t c0 = 0; c0 < cols; c0 += 256) {
                 uint32_t n = (uint32_t)(cols - c0 < 256 ? cols - c0 : 256);
-                row_ih(base, c0, n, tmp);
+                row_normal(base, c0, n, tmp);
                 for (uint32_t c = 0; c < n; c++)
-                    out[(r - r0) * cols + c0 + c] = lut[tmp[c] + IH_MAX];
+                    out[(r - r0) * cols + c0 + c] = lut[tmp[c] + NV_MAX];
             }
         }
         break;
@@ -269,6 +313,7 @@ int synth_router_init(synth_router *r, const synth_preset *p, uint64_t seed)
         synth_router_free(r);
         return -1;
     }
+    nv_ready();
     const float keep = ROUTER_RHO, fresh = sqrtf(1.0f - ROUTER_RHO * ROUTER_RHO);
     const float unit = 1.0f / sqrtf((float)p->hidden);
     for (uint32_t l = r->first; l < r->n_blocks; l++) {
@@ -277,9 +322,9 @@ int synth_router_init(synth_router *r, const synth_preset *p, uint64_t seed)
         uint64_t ls = synth_seed_of(seed, "router.gate") + l * 0x9E3779B97F4A7C15ull;
         permutation(ls ^ 0x5A5A5A5Aull, p->experts, perm);
         for (uint32_t e = 0; e < p->experts; e++) {
-            row_ih(row_base(ls, e), 0, p->hidden, tmp);
+            row_normal(row_base(ls, e), 0, p->hidden, tmp);
             for (uint32_t h = 0; h < p->hidden; h++) {
-                float n = (float)tmp[h] * IH_SCALE * unit;
+                float n = (float)tmp[h] * nv_unit * unit;
                 g[(uint64_t)e * p->hidden + h] =
                     prev ? keep * prev[(uint64_t)perm[e] * p->hidden + h] + fresh * n : n;
             }
