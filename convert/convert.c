@@ -94,6 +94,8 @@ static st_file *get_shard(conv *c, uint32_t s, const char *why, pt_err *err)
     char path[PATH_LEN];
     shard_path(c, s, path, sizeof path);
     c->shards[s] = st_open(path, err);
+    if (c->shards[s]) // read front to back: a larger readahead window
+        posix_fadvise(c->shards[s]->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     return c->shards[s];
 }
 
@@ -400,6 +402,10 @@ static int process_shard(conv *c, uint32_t s, pt_convbuf *buf, pt_err *err)
         return pt_errf(err, "%s: fdatasync failed: %s", c->tmp_path, strerror(errno));
     if (pt_journal_mark_done(&c->j, s, c->ix.shards[s], err) < 0)
         return -1;
+    // Written pages are clean now, the shard is read: leave the page cache to others.
+    posix_fadvise(c->out_fd, 0, 0, POSIX_FADV_DONTNEED);
+    if (c->shards[s])
+        posix_fadvise(c->shards[s]->fd, 0, 0, POSIX_FADV_DONTNEED);
     if (c->o->debug_stop_after_shards && ++c->shards_run == c->o->debug_stop_after_shards)
         raise(SIGKILL);
     for (uint32_t k = c->first[s]; k < c->first[s + 1]; k++) {
