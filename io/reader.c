@@ -1,0 +1,403 @@
+// io/reader.c — the reader core: splitting reads into aligned device
+// requests, resubmitting short / interrupted ones, retrying errors, fault
+// injection, and returning whole reads in completion order. Backends live in
+// reader_uring.c and reader_pool.c.
+#include "io/reader.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "io/reader_int.h"
+
+enum { MAX_ATTEMPTS = 4, MAX_AGAIN = 100000 };
+
+// ---- FIFO -------------------------------------------------------------------
+
+static int fifo_grow(rd_fifo *q)
+{
+    if (q->n < q->cap)
+        return 0;
+    int cap = q->cap ? 2 * q->cap : 64;
+    int *v = malloc(sizeof(int) * (size_t)cap);
+    if (!v)
+        return -1;
+    for (int i = 0; i < q->n; i++)
+        v[i] = q->v[(q->head + i) % q->cap];
+    free(q->v);
+    q->v = v;
+    q->head = 0;
+    q->cap = cap;
+    return 0;
+}
+
+int rd_fifo_push(rd_fifo *q, int x)
+{
+    if (fifo_grow(q) < 0)
+        return -1;
+    q->v[(q->head + q->n) % q->cap] = x;
+    q->n++;
+    return 0;
+}
+
+int rd_fifo_push_front(rd_fifo *q, int x)
+{
+    if (fifo_grow(q) < 0)
+        return -1;
+    q->head = (q->head + q->cap - 1) % q->cap;
+    q->v[q->head] = x;
+    q->n++;
+    return 0;
+}
+
+int rd_fifo_pop(rd_fifo *q)
+{
+    if (q->n == 0)
+        return -1;
+    int x = q->v[q->head];
+    q->head = (q->head + 1) % q->cap;
+    q->n--;
+    return x;
+}
+
+void rd_fifo_free(rd_fifo *q)
+{
+    free(q->v);
+    memset(q, 0, sizeof *q);
+}
+
+// ---- names ------------------------------------------------------------------
+
+const char *pt_io_mode_name(pt_io_mode m)
+{
+    switch (m) {
+    case PT_IO_URING: return "io_uring";
+    case PT_IO_POOL: return "pread-pool";
+    case PT_IO_BUFFERED: return "buffered";
+    default: return "auto";
+    }
+}
+
+int pt_io_mode_parse(const char *s)
+{
+    if (!strcmp(s, "auto"))
+        return PT_IO_AUTO;
+    if (!strcmp(s, "uring") || !strcmp(s, "io_uring"))
+        return PT_IO_URING;
+    if (!strcmp(s, "pool") || !strcmp(s, "pread"))
+        return PT_IO_POOL;
+    if (!strcmp(s, "buffered"))
+        return PT_IO_BUFFERED;
+    return -1;
+}
+
+// ---- open / close -------------------------------------------------------------
+
+pt_reader *pt_reader_open(const pt_reader_cfg *cfg, pt_err *err)
+{
+    assert(cfg && cfg->path);
+    pt_reader *r = calloc(1, sizeof *r);
+    if (!r) {
+        pt_errf(err, "out of memory");
+        return NULL;
+    }
+    r->path = strdup(cfg->path);
+    r->fd = r->fd_plain = -1;
+    r->qd = cfg->queue_depth > 0 ? cfg->queue_depth : 32;
+    r->max_request = cfg->max_request ? pt_align_up(cfg->max_request, PT_ALIGN) : (2u << 20);
+    r->fd_plain = open(cfg->path, O_RDONLY | O_CLOEXEC);
+    if (r->fd_plain < 0) {
+        pt_errf(err, "%s: cannot open: %s", cfg->path, strerror(errno));
+        goto fail;
+    }
+    r->fd = r->fd_plain;
+    if (cfg->mode != PT_IO_BUFFERED) {
+        int fd = open(cfg->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+        if (fd >= 0) {
+            r->fd = fd;
+            r->direct = true;
+        }
+    }
+    int n_threads = cfg->n_threads > 0 ? cfg->n_threads : (r->qd < 16 ? r->qd : 16);
+    pt_err e2 = {{0}};
+    if (cfg->mode == PT_IO_AUTO || cfg->mode == PT_IO_URING) {
+        if (rd_uring_start(r, &e2) == 0) {
+            r->mode = PT_IO_URING;
+            return r;
+        }
+        if (cfg->mode == PT_IO_URING) {
+            pt_errf(err, "%s", e2.msg);
+            goto fail;
+        }
+    }
+    if (rd_pool_start(r, n_threads, err) < 0)
+        goto fail;
+    r->mode = cfg->mode == PT_IO_BUFFERED ? PT_IO_BUFFERED : PT_IO_POOL;
+    return r;
+fail:
+    pt_reader_close(r);
+    return NULL;
+}
+
+void pt_reader_close(pt_reader *r)
+{
+    if (!r)
+        return;
+    if (r->be) {
+        uint64_t tag;
+        pt_err e;
+        while (pt_reader_wait(r, &tag, &e) != 0) {
+        }
+        r->be->close(r);
+    }
+    if (r->fd >= 0 && r->fd != r->fd_plain)
+        close(r->fd);
+    if (r->fd_plain >= 0)
+        close(r->fd_plain);
+    free(r->reads);
+    free(r->chunks);
+    rd_fifo_free(&r->free_reads);
+    rd_fifo_free(&r->free_chunks);
+    rd_fifo_free(&r->pending);
+    rd_fifo_free(&r->finished);
+    free(r->path);
+    free(r);
+}
+
+pt_io_mode pt_reader_mode(const pt_reader *r) { return r->mode; }
+bool pt_reader_direct(const pt_reader *r) { return r->direct; }
+int pt_reader_inflight(const pt_reader *r) { return r->inflight_reads; }
+void pt_reader_set_fault(pt_reader *r, const pt_io_fault *f)
+{
+    r->fault = *f;
+    r->n_completions = 0;
+}
+void pt_reader_get_stats(const pt_reader *r, pt_reader_stats *s) { *s = r->st; }
+
+// ---- submission -----------------------------------------------------------------
+
+static int alloc_read(pt_reader *r)
+{
+    int id = rd_fifo_pop(&r->free_reads);
+    if (id >= 0)
+        return id;
+    int cap = r->n_reads_cap ? 2 * r->n_reads_cap : 64;
+    rd_read *v = realloc(r->reads, sizeof *v * (size_t)cap);
+    if (!v)
+        return -1;
+    memset(v + r->n_reads_cap, 0, sizeof *v * (size_t)(cap - r->n_reads_cap));
+    r->reads = v;
+    for (int i = cap - 1; i > r->n_reads_cap; i--)
+        if (rd_fifo_push(&r->free_reads, i) < 0)
+            return -1;
+    id = r->n_reads_cap;
+    r->n_reads_cap = cap;
+    return id;
+}
+
+// Chunks may be reallocated: the pool threads never hold rd_chunk pointers
+// across the lock (they copy what they need under it).
+static int alloc_chunk(pt_reader *r)
+{
+    int id = rd_fifo_pop(&r->free_chunks);
+    if (id >= 0)
+        return id;
+    int cap = r->n_chunks_cap ? 2 * r->n_chunks_cap : 128;
+    rd_chunk *v = realloc(r->chunks, sizeof *v * (size_t)cap);
+    if (!v)
+        return -1;
+    memset(v + r->n_chunks_cap, 0, sizeof *v * (size_t)(cap - r->n_chunks_cap));
+    r->chunks = v;
+    for (int i = cap - 1; i > r->n_chunks_cap; i--)
+        if (rd_fifo_push(&r->free_chunks, i) < 0)
+            return -1;
+    id = r->n_chunks_cap;
+    r->n_chunks_cap = cap;
+    return id;
+}
+
+// Hands pending chunks to the backend while it has room.
+static void pump(pt_reader *r)
+{
+    bool any = false;
+    while (r->pending.n > 0 && r->dev_inflight < r->qd) {
+        int id = r->pending.v[r->pending.head];
+        int rc = r->be->submit(r, id);
+        if (rc != 0)
+            break;
+        rd_fifo_pop(&r->pending);
+        r->dev_inflight++;
+        any = true;
+    }
+    if (any && r->be->flush)
+        r->be->flush(r);
+}
+
+// Readahead hints for the page cache, in pieces of at most 4 MiB.
+static void hint_willneed(pt_reader *r, uint64_t off, uint64_t len)
+{
+    const uint64_t piece = 4u << 20;
+    for (uint64_t o = 0; o < len; o += piece) {
+        uint64_t n = len - o < piece ? len - o : piece;
+        posix_fadvise(r->fd_plain, (off_t)(off + o), (off_t)n, POSIX_FADV_WILLNEED);
+    }
+}
+
+int pt_reader_submit(pt_reader *r, uint64_t tag, uint64_t off, uint64_t len, void *dst, pt_err *err)
+{
+    assert(((uintptr_t)dst % PT_ALIGN) == 0 && len > 0);
+    int rid = alloc_read(r);
+    if (rid < 0)
+        return pt_errf(err, "%s: out of memory queueing a read", r->path);
+    rd_read *rd = &r->reads[rid];
+    *rd = (rd_read){.tag = tag, .off = off, .len = len, .used = true};
+    const uint64_t a0 = off - pt_io_head(off), a1 = pt_align_up(off + len, PT_ALIGN);
+    if (r->mode == PT_IO_BUFFERED)
+        hint_willneed(r, a0, a1 - a0);
+    for (uint64_t f = a0; f < a1; f += r->max_request) {
+        int cid = alloc_chunk(r);
+        if (cid < 0)
+            return pt_errf(err, "%s: out of memory queueing a read", r->path);
+        rd_chunk *c = &r->chunks[cid];
+        uint64_t n = a1 - f < r->max_request ? a1 - f : r->max_request;
+        uint64_t need = off + len - f < n ? off + len - f : n;
+        *c = (rd_chunk){.read = rid, .foff = f, .len = n, .need = need,
+                        .dst = (unsigned char *)dst + (f - a0), .used = true};
+        r->reads[rid].chunks_left++;
+        if (rd_fifo_push(&r->pending, cid) < 0)
+            return pt_errf(err, "%s: out of memory queueing a read", r->path);
+    }
+    r->inflight_reads++;
+    pump(r);
+    return 0;
+}
+
+// ---- completion -----------------------------------------------------------------
+
+// Applies the fault-injection plan to one device completion.
+static int64_t inject(pt_reader *r, int64_t res)
+{
+    uint64_t n = ++r->n_completions;
+    const pt_io_fault *f = &r->fault;
+    uint64_t cnt = f->fail_count ? f->fail_count : 1;
+    if (f->fail_from && n >= f->fail_from && n - f->fail_from < cnt)
+        return -EIO;
+    if (f->short_every && n % f->short_every == 0 && res > (int64_t)PT_ALIGN)
+        return (res / 2) / PT_ALIGN * PT_ALIGN;
+    return res;
+}
+
+static void chunk_finish(pt_reader *r, int cid, int errnum)
+{
+    rd_chunk *c = &r->chunks[cid];
+    rd_read *rd = &r->reads[c->read];
+    if (errnum && !rd->err) {
+        rd->err = errnum;
+        rd->err_off = c->foff + c->done;
+    }
+    c->used = false;
+    rd_fifo_push(&r->free_chunks, cid);
+    if (--rd->chunks_left == 0)
+        rd_fifo_push(&r->finished, c->read);
+    r->st.requests++;
+}
+
+// Handles one device completion: done, resubmit, retry or fail.
+static void on_completion(pt_reader *r, int cid, int64_t res)
+{
+    rd_chunk *c = &r->chunks[cid];
+    assert(c->used);
+    r->dev_inflight--;
+    res = inject(r, res);
+    if (res == -EAGAIN || res == -EINTR) {
+        if (++c->again > MAX_AGAIN) {
+            chunk_finish(r, cid, (int)-res);
+            return;
+        }
+        r->st.retries++;
+        rd_fifo_push_front(&r->pending, cid);
+        return;
+    }
+    if (res < 0) {
+        if (++c->attempts >= MAX_ATTEMPTS) {
+            chunk_finish(r, cid, (int)-res);
+            return;
+        }
+        r->st.retries++;
+        rd_fifo_push_front(&r->pending, cid);
+        return;
+    }
+    // Data arrived (or end of file): finished once the asked-for bytes are
+    // in; a short read is resubmitted for the rest (from an aligned position
+    // for O_DIRECT). No progress past the furthest byte seen means the file
+    // ends early: retried, then failed.
+    r->st.bytes += (uint64_t)res;
+    const uint64_t end = c->done + (uint64_t)res;
+    if (end >= c->need) {
+        chunk_finish(r, cid, 0);
+        return;
+    }
+    if (end <= c->hwm && ++c->attempts >= MAX_ATTEMPTS) {
+        chunk_finish(r, cid, -1);
+        return;
+    }
+    if (end > c->hwm)
+        c->hwm = end;
+    c->done = r->direct ? end - end % PT_ALIGN : end;
+    r->st.retries++;
+    rd_fifo_push_front(&r->pending, cid);
+}
+
+// Returns a finished read, if any: 1 done, -1 failed, 0 none.
+static int take_finished(pt_reader *r, uint64_t *tag, pt_err *err)
+{
+    int rid = rd_fifo_pop(&r->finished);
+    if (rid < 0)
+        return 0;
+    rd_read *rd = &r->reads[rid];
+    *tag = rd->tag;
+    int e = rd->err;
+    uint64_t off = rd->off, len = rd->len, eoff = rd->err_off;
+    rd->used = false;
+    rd_fifo_push(&r->free_reads, rid);
+    r->inflight_reads--;
+    if (!e) {
+        r->st.reads++;
+        return 1;
+    }
+    r->st.failures++;
+    if (e < 0)
+        return pt_errf(err, "%s: read of %llu bytes at offset %llu: unexpected end of file (at %llu)", r->path,
+                       (unsigned long long)len, (unsigned long long)off, (unsigned long long)eoff);
+    return pt_errf(err, "%s: read of %llu bytes at offset %llu failed after %d attempts: %s (at offset %llu)",
+                   r->path, (unsigned long long)len, (unsigned long long)off, MAX_ATTEMPTS, strerror(e),
+                   (unsigned long long)eoff);
+}
+
+static int wait_common(pt_reader *r, bool block, uint64_t *tag, pt_err *err)
+{
+    for (;;) {
+        int rc = take_finished(r, tag, err);
+        if (rc != 0)
+            return rc;
+        if (r->inflight_reads == 0)
+            return 0;
+        pump(r);
+        int cid;
+        int64_t res;
+        if (r->be->wait(r, block, &cid, &res) <= 0) {
+            if (!block)
+                return 0;
+            continue;
+        }
+        on_completion(r, cid, res);
+        pump(r);
+    }
+}
+
+int pt_reader_wait(pt_reader *r, uint64_t *tag, pt_err *err) { return wait_common(r, true, tag, err); }
+int pt_reader_poll(pt_reader *r, uint64_t *tag, pt_err *err) { return wait_common(r, false, tag, err); }
