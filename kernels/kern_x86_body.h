@@ -17,6 +17,11 @@
 // so that one 256-bit load of nibbles carries two blocks; leftover blocks
 // after the last full group keep the natural layout.
 
+// Software prefetch distance in bytes ahead of the weight stream (0: none).
+#ifndef KX_PREFETCH
+#define KX_PREFETCH 0
+#endif
+
 #define KX_FN __attribute__((target(KX_TGT)))
 #define KX_IN __attribute__((target(KX_TGT), always_inline)) inline
 
@@ -139,6 +144,11 @@ static KX_IN float KX(row_q4)(const uint8_t *w, const int8_t *xq, const float *x
     int64_t b = 0;
     for (; b + 8 <= nb; b += 8) {
         const uint8_t *wg = w + b * 18;
+        if (KX_PREFETCH) {
+            _mm_prefetch((const char *)wg + KX_PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)wg + KX_PREFETCH + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)wg + KX_PREFETCH + 128, _MM_HINT_T0);
+        }
         __m256i s = _mm256_sub_epi32(KX(group_q4)(wg, xq + b * QK),
                                      _mm256_loadu_si256((const __m256i *)(xs + b)));
         const __m256 dd = _mm256_mul_ps(KX(scales8)(wg, 16), _mm256_loadu_ps(xd + b));
@@ -153,6 +163,13 @@ static KX_IN float KX(row_q8)(const uint8_t *w, const int8_t *xq, const float *x
     int64_t b = 0;
     for (; b + 8 <= nb; b += 8) {
         const uint8_t *wg = w + b * 34;
+        if (KX_PREFETCH) {
+            _mm_prefetch((const char *)wg + KX_PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)wg + KX_PREFETCH + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)wg + KX_PREFETCH + 128, _MM_HINT_T0);
+            _mm_prefetch((const char *)wg + KX_PREFETCH + 192, _MM_HINT_T0);
+            _mm_prefetch((const char *)wg + KX_PREFETCH + 256, _MM_HINT_T0);
+        }
         const __m256i s = KX(group_q8)(wg, xq + b * QK);
         const __m256 dd = _mm256_mul_ps(KX(scales8)(wg, 32), _mm256_loadu_ps(xd + b));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, acc);

@@ -102,7 +102,10 @@ void pt_matmul_scratch_free(void)
 
 // ---- tiling and threading ------------------------------------------------
 
-enum { SERIAL_WORK = 1 << 16 }; // below this many weight elements x vectors: one thread
+enum { SERIAL_WORK = 1 << 16 };
+#ifndef PT_SCHED
+#define PT_SCHED dynamic, 1
+#endif // below this many weight elements x vectors: one thread
 
 void pt_gemm_rows(const pt_mat *W, int64_t r0, int64_t r1, const float *X, int64_t batch,
                   float *Y, int64_t ldy)
@@ -141,15 +144,17 @@ void pt_gemm_rows(const pt_mat *W, int64_t r0, int64_t r1, const float *X, int64
     const int nth = serial ? 1 : omp_get_max_threads();
     int64_t rt, vt;
     if (batch == 1) {
-        rt = (nrows + nth - 1) / nth;
-        rt = (rt + 3) & ~(int64_t)3;
+        // ~8 chunks per thread, handed out dynamically: a thread that the OS
+        // preempts does not hold the others at the final barrier
+        rt = (nrows + 8 * nth - 1) / (8 * nth);
+        rt = rt < 16 ? 16 : (rt + 3) & ~(int64_t)3;
         vt = 1;
     } else {
         rt = 16;
         vt = batch < 32 ? batch : 32;
     }
     const int64_t nrt = (nrows + rt - 1) / rt, nvt = (batch + vt - 1) / vt;
-#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+#pragma omp parallel for schedule(PT_SCHED) num_threads(nth) if (nth > 1)
     for (int64_t i = 0; i < nrt * nvt; i++) {
         const int64_t r = (i / nvt) * rt, v = (i % nvt) * vt;
         const int64_t nr = nrows - r < rt ? nrows - r : rt;
