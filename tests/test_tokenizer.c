@@ -428,3 +428,22 @@ Test(tokenizer_gguf, other_models_are_refused)
     free(dir);
     free(path);
 }
+
+// Split with a literal String pattern and behaviour Removed, on a
+// non-byte-level vocabulary (symbols are UTF-8 characters); by hand:
+// "ab-a-b" -> "ab" | "a" | "b" -> [ab] [a] [b].
+Test(tokenizer, literal_split_removed)
+{
+    const char *js = "{\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"String\":\"-\"},\"behavior\":\"Removed\","
+                     "\"invert\":false},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"é\":3},"
+                     "\"merges\":[\"a b\"]}}";
+    pt_err err = {{0}};
+    pt_tokenizer *t = pt_tokenizer_from_json(js, strlen(js), "lit.json", &err);
+    cr_assert(t, "%s", err.msg);
+    int32_t *ids;
+    int64_t n = pt_tokenizer_encode(t, "ab-a-bé", strlen("ab-a-bé"), true, false, &ids, &err);
+    cr_assert_eq(n, 4);
+    cr_assert(ids[0] == 2 && ids[1] == 0 && ids[2] == 1 && ids[3] == 3);
+    free(ids);
+    pt_tokenizer_free(t);
+}

@@ -309,8 +309,20 @@ static char *translate_onig(const char *pat)
 
 pcre2_code *tok_regex_compile(const char *pattern, bool literal, const char *where, pt_err *err)
 {
-    char *pat = literal ? strdup(pattern) : translate_onig(pattern);
-    uint32_t opts = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : 0);
+    char *pat;
+    if (literal) { // escape ASCII punctuation; other bytes stand for themselves
+        sbuf b = {0};
+        sb_put(&b, "", 0);
+        for (const char *p = pattern; *p; p++) {
+            unsigned char c = (unsigned char)*p;
+            if (c < 0x80 && !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
+                sb_put(&b, "\\", 1);
+            sb_put(&b, p, 1);
+        }
+        pat = b.p;
+    } else
+        pat = translate_onig(pattern);
+    uint32_t opts = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF;
     int ecode;
     PCRE2_SIZE eoff;
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, opts, &ecode, &eoff, NULL);
