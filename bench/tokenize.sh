@@ -34,7 +34,7 @@ trap 'rm -rf "$WORK"' EXIT
 TEXT="$WORK/mixed10mb.txt"
 "$BIN" gen "$TEXT" 10000000
 
-field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p"; }
+field() { sed -n "s/\(^\|.* \)$1=\([^ ]*\).*/\2/p"; }
 
 echo "tokenizer: $TOK"
 P_CORPUS="$("$BIN" run "$TOK" "$CASES" jsonl "$MIN_SECONDS")"
