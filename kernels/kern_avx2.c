@@ -166,7 +166,7 @@ static TGTI void row_dot_f_x4(pt_dtype t, const uint8_t *w, const float *X, int6
     }
 }
 
-static TGT void ftile_avx2(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, int64_t cols,
+TGT void pt_ftile_avx2(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, int64_t cols,
                            const float *X, int64_t ldx, int64_t nvec, float *y, int64_t ldy)
 {
     int64_t v = 0;
@@ -191,12 +191,12 @@ static TGT void ftile_avx2(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrow
         }
 }
 
-static TGT float dot_f32_avx2(const float *a, const float *b, int64_t n)
+TGT float pt_dot_f32_avx2(const float *a, const float *b, int64_t n)
 {
     return row_dot_f(PT_F32, (const uint8_t *)a, b, n);
 }
 
-static TGT void axpy_avx2(float *y, float a, const float *x, int64_t n)
+TGT void pt_axpy_avx2(float *y, float a, const float *x, int64_t n)
 {
     const __m256 va = _mm256_set1_ps(a);
     int64_t i = 0;
@@ -211,9 +211,9 @@ const pt_kern pt_kern_avx2 = {
     .qtile = qtile_avx2,
     .q4_paired = true,
     .quant_act = pt_quant_act_avx2,
-    .ftile = ftile_avx2,
-    .dot_f32 = dot_f32_avx2,
-    .axpy = axpy_avx2,
+    .ftile = pt_ftile_avx2,
+    .dot_f32 = pt_dot_f32_avx2,
+    .axpy = pt_axpy_avx2,
 };
 
 #endif

@@ -44,7 +44,7 @@ typedef void (*pt_ftile_fn)(pt_dtype t, const uint8_t *w, size_t rb, int64_t nro
                             const float *X, int64_t ldx, int64_t nvec, float *y, int64_t ldy);
 
 typedef struct pt_kern {
-    const char *name;   // "scalar", "avx2", "avx512vnni"
+    const char *name;   // "scalar", "avx2", "avxvnni", "avx512vnni"
     pt_qtile_fn qtile;  // block-quantised weights
     bool q4_paired;     // Q4_0 activation quants in the paired layout of kern_x86_body.h
     pt_ftile_fn ftile;  // F32 / F16 / BF16 weights
@@ -61,7 +61,13 @@ void pt_quant_act_scalar(const float *x, int64_t nb, bool paired, int8_t *qs, fl
 #if defined(__x86_64__)
 extern const pt_kern pt_kern_avx2;
 extern const pt_kern pt_kern_avx512;
+extern const pt_kern pt_kern_avxvnni;
+// AVX2 pieces that the AVX-VNNI / AVX-512 paths reuse as they are
 void pt_quant_act_avx2(const float *x, int64_t nb, bool paired, int8_t *qs, float *d, int32_t *s8);
+void pt_ftile_avx2(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, int64_t cols, const float *X,
+                   int64_t ldx, int64_t nvec, float *y, int64_t ldy);
+float pt_dot_f32_avx2(const float *a, const float *b, int64_t n);
+void pt_axpy_avx2(float *y, float a, const float *x, int64_t n);
 #endif
 
 // Where quant j of block b goes: natural (b * 32 + j) or, when `paired`,

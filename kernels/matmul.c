@@ -31,6 +31,8 @@ bool pt_kernel_path_supported(pt_kernel_path p)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
                __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    case PT_PATH_AVXVNNI:
+        return pt_kernel_path_supported(PT_PATH_AVX2) && __builtin_cpu_supports("avxvnni");
 #else
     default: return false;
 #endif
@@ -39,14 +41,16 @@ bool pt_kernel_path_supported(pt_kernel_path p)
 }
 
 // The kernel table for a setting; an unsupported request falls back to the
-// best supported path below it.
+// best supported path below it (order: avx512vnni, avxvnni, avx2, scalar).
 static const pt_kern *resolve(pt_kernel_path p)
 {
 #if defined(__x86_64__)
-    if ((p == PT_PATH_AUTO || p == PT_PATH_AVX512) && pt_kernel_path_supported(PT_PATH_AVX512))
+    const bool auto_ = p == PT_PATH_AUTO;
+    if ((auto_ || p == PT_PATH_AVX512) && pt_kernel_path_supported(PT_PATH_AVX512))
         return &pt_kern_avx512;
-    if ((p == PT_PATH_AUTO || p == PT_PATH_AVX512 || p == PT_PATH_AVX2) &&
-        pt_kernel_path_supported(PT_PATH_AVX2))
+    if ((auto_ || p == PT_PATH_AVX512 || p == PT_PATH_AVXVNNI) && pt_kernel_path_supported(PT_PATH_AVXVNNI))
+        return &pt_kern_avxvnni;
+    if (p != PT_PATH_SCALAR && pt_kernel_path_supported(PT_PATH_AVX2))
         return &pt_kern_avx2;
 #else
     (void)p;

@@ -45,11 +45,17 @@ void pt_gemm_rows(const pt_mat *W, int64_t r0, int64_t r1, const float *X, int64
 // buffers are reused across calls so the decode loop does not allocate).
 void pt_matmul_scratch_free(void);
 
-// Which code path runs ("scalar", "avx2", "avx512vnni"); can be forced for
+// Which code path runs ("scalar", "avx2", "avxvnni", "avx512vnni"); can be forced for
 // tests. Returns the previous setting. Forcing a path the CPU lacks falls
 // back to the best supported one below it (check pt_kernel_path_supported).
 // Not meant to be changed while other threads are multiplying.
-typedef enum { PT_PATH_AUTO = 0, PT_PATH_SCALAR, PT_PATH_AVX2, PT_PATH_AVX512 } pt_kernel_path;
+typedef enum {
+    PT_PATH_AUTO = 0,
+    PT_PATH_SCALAR,
+    PT_PATH_AVX2,
+    PT_PATH_AVX512,  // AVX-512 F/BW/VL + VNNI
+    PT_PATH_AVXVNNI, // AVX2 + AVX-VNNI (VEX vpdpbusd), no AVX-512
+} pt_kernel_path;
 pt_kernel_path pt_kernel_set_path(pt_kernel_path p);
 const char *pt_kernel_path_name(void);
 bool pt_kernel_path_supported(pt_kernel_path p);

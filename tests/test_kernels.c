@@ -29,7 +29,8 @@ static float rndf(void) { return (float)(rnd32() & 0xFFFFFF) / 8388608.0f - 1.0f
 static uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 
 static const pt_dtype all_types[] = {PT_F32, PT_F16, PT_BF16, PT_Q8_0, PT_Q4_0};
-static const pt_kernel_path all_paths[] = {PT_PATH_SCALAR, PT_PATH_AVX2, PT_PATH_AVX512};
+static const pt_kernel_path all_paths[] = {PT_PATH_SCALAR, PT_PATH_AVX2, PT_PATH_AVXVNNI, PT_PATH_AVX512};
+enum { NPATHS = sizeof all_paths / sizeof all_paths[0] };
 
 // A random matrix in type t plus its dequantised f32 copy.
 typedef struct {
@@ -160,7 +161,7 @@ static void check_shape(pt_dtype t, int64_t rows, int64_t cols)
     float *want = malloc(sizeof(float) * (size_t)rows);
     for (int64_t r = 0; r < rows; r++)
         want[r] = contract_dot(&W, r, x);
-    for (size_t p = 0; p < 3; p++) {
+    for (size_t p = 0; p < NPATHS; p++) {
         if (!path_ok(all_paths[p]))
             continue;
         pt_kernel_set_path(all_paths[p]);
@@ -209,10 +210,21 @@ Test(matmul, path_names)
     } else {
         cr_log_info("AVX-512 VNNI not available on this CPU: its path is not exercised");
     }
+    if (pt_kernel_path_supported(PT_PATH_AVXVNNI)) {
+        pt_kernel_set_path(PT_PATH_AVXVNNI);
+        cr_assert_str_eq(pt_kernel_path_name(), "avxvnni");
+    } else {
+        cr_log_info("AVX-VNNI not available on this CPU: its path is not exercised");
+    }
+    pt_kernel_set_path(PT_PATH_AVX512);
     pt_kernel_path prev = pt_kernel_set_path(PT_PATH_AUTO);
-    cr_assert(prev == (pt_kernel_path_supported(PT_PATH_AVX512) ? PT_PATH_AVX512
-                       : pt_kernel_path_supported(PT_PATH_AVX2) ? PT_PATH_AVX2
-                                                                 : PT_PATH_SCALAR));
+    cr_assert(prev == PT_PATH_AVX512);
+    // auto picks the best supported path
+    const char *best = pt_kernel_path_supported(PT_PATH_AVX512)    ? "avx512vnni"
+                       : pt_kernel_path_supported(PT_PATH_AVXVNNI) ? "avxvnni"
+                       : pt_kernel_path_supported(PT_PATH_AVX2)    ? "avx2"
+                                                                   : "scalar";
+    cr_assert_str_eq(pt_kernel_path_name(), best);
 }
 
 // gemm(batch) == gemv per vector, bit for bit; gemm_rows slices too
@@ -223,7 +235,7 @@ Test(matmul, gemm_equals_gemv)
         pt_dtype t = all_types[ti];
         int64_t rows = 45, cols = pt_dtype_is_block(t) ? 32 * 11 : 203;
         tmat W = make_mat(t, rows, cols);
-        for (size_t p = 0; p < 3; p++) {
+        for (size_t p = 0; p < NPATHS; p++) {
             if (!path_ok(all_paths[p]))
                 continue;
             pt_kernel_set_path(all_paths[p]);
@@ -293,7 +305,7 @@ Test(matmul, zeros_and_negative_zero)
     for (size_t ti = 0; ti < 5; ti++) {
         tmat W = make_mat(all_types[ti], 4, 64);
         float y[4];
-        for (size_t p = 0; p < 3; p++) {
+        for (size_t p = 0; p < NPATHS; p++) {
             if (!pt_kernel_path_supported(all_paths[p]))
                 continue;
             pt_kernel_set_path(all_paths[p]);
@@ -324,7 +336,7 @@ Test(ops, dot_axpy_paths_and_reference)
         for (int i = 0; i < 8; i++)
             h[i] = acc[i] + acc[i + 8];
         float want = halve8(h);
-        for (size_t p = 0; p < 3; p++) {
+        for (size_t p = 0; p < NPATHS; p++) {
             if (!pt_kernel_path_supported(all_paths[p]))
                 continue;
             pt_kernel_set_path(all_paths[p]);
@@ -357,7 +369,7 @@ Test(ops, rmsnorm_softmax_swiglu_against_double)
     for (int i = 0; i < N; i++)
         cr_assert_float_eq(y[i], x[i] * sc * w[i], 1e-5);
     // in place, and identical on every path
-    for (size_t p = 0; p < 3; p++) {
+    for (size_t p = 0; p < NPATHS; p++) {
         if (!pt_kernel_path_supported(all_paths[p]))
             continue;
         pt_kernel_set_path(all_paths[p]);
