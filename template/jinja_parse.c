@@ -120,6 +120,19 @@ static int count_nl(const char *s, size_t n)
     return k;
 }
 
+static int utf8_put(uint32_t cp, char *o)
+{
+    if (cp < 0x80) { o[0] = (char)cp; return 1; }
+    if (cp < 0x800) { o[0] = (char)(0xC0 | cp >> 6); o[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | cp >> 12); o[1] = (char)(0x80 | (cp >> 6 & 0x3F)); o[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | cp >> 18); o[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+    o[2] = (char)(0x80 | (cp >> 6 & 0x3F)); o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
 static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
 // Lexes code inside {{ }} or {% %} starting at L->pos; stops after the
@@ -161,6 +174,23 @@ static int lex_code(lexer *L, char close, bool *dash_end)
                     case 'r': buf[o++] = '\r'; break;
                     case '0': buf[o++] = '\0'; break;
                     case '\\': case '\'': case '"': buf[o++] = e; break;
+                    case 'u': case 'U': case 'x': { // \xXX, \uXXXX, \UXXXXXXXX
+                        int nd = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+                        uint32_t cp = 0;
+                        int k = 0;
+                        for (; k < nd && i + 1 < L->len; k++) {
+                            char h = s[i + 1];
+                            int d = h >= '0' && h <= '9' ? h - '0' : (h | 32) >= 'a' && (h | 32) <= 'f' ? (h | 32) - 'a' + 10 : -1;
+                            if (d < 0)
+                                break;
+                            cp = cp << 4 | (uint32_t)d;
+                            i++;
+                        }
+                        if (k < nd || cp > 0x10FFFF)
+                            return lex_fail(L, t.line, "bad \\%c escape in string literal", e);
+                        o += (size_t)utf8_put(cp, buf + o);
+                        break;
+                    }
                     default: buf[o++] = '\\'; buf[o++] = e; break;
                     }
                     i++;

@@ -447,3 +447,48 @@ Test(tokenizer, literal_split_removed)
     free(ids);
     pt_tokenizer_free(t);
 }
+
+// Two threads encoding the fixture at once (shared BPE cache) get the same
+// ids as one thread.
+#include <pthread.h>
+
+typedef struct enc_job {
+    json_object **cases;
+    size_t n;
+    int fails;
+} enc_job;
+
+static void *enc_thread(void *arg)
+{
+    enc_job *j = arg;
+    for (int rep = 0; rep < 3; rep++)
+        for (size_t i = 0; i < j->n; i++) {
+            json_object *jt, *ji;
+            json_object_object_get_ex(j->cases[i], "text", &jt);
+            json_object_object_get_ex(j->cases[i], "ids", &ji);
+            int32_t *ids;
+            pt_err err = {{0}};
+            int64_t n = pt_tokenizer_encode(tok, json_object_get_string(jt), (size_t)json_object_get_string_len(jt),
+                                            true, false, &ids, &err);
+            if (ids_diff(ids, n, ji) >= 0)
+                j->fails++;
+            free(ids);
+        }
+    return NULL;
+}
+
+Test(tokenizer, concurrent_encodes, .init = setup, .fini = teardown)
+{
+    size_t n;
+    json_object **cases = read_jsonl("tokenizer/deepseek_v3/cases.jsonl", &n);
+    enc_job a = {cases, n, 0}, b = {cases, n, 0};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, enc_thread, &a);
+    pthread_create(&tb, NULL, enc_thread, &b);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    cr_assert_eq(a.fails + b.fails, 0);
+    for (size_t i = 0; i < n; i++)
+        json_object_put(cases[i]);
+    free(cases);
+}
