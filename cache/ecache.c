@@ -1,3 +1,4 @@
+// cache/ecache.c — the routed-expert cache (see ecache.h for the contract).
 #include "cache/ecache.h"
 
 #include <assert.h>
@@ -5,156 +6,330 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "io/io.h"
+#include "io/reader.h"
 
-// One slot holds one expert's three slices back to back, each 4 KiB aligned.
+enum { S_EMPTY = 0, S_LOADING = 1, S_READY = 2 };
+
+// One slot holds one expert's three slices, each at its aligned span.
 typedef struct slot {
     int expert;          // -1 when empty
+    int state;           // S_EMPTY / S_LOADING / S_READY
     int pins;            // > 0: in use, not evictable
+    int reads_left;      // slice reads in flight
+    int failed;          // a slice read failed
+    bool hot;            // hot-store slot: never evicted
+    bool prefetched;     // filled by prefetch and not used since
     uint64_t last_use;   // LRU clock
     unsigned char *mem;  // (slot_bytes,) aligned
 } slot;
 
 typedef struct layer_cache {
     pt_ecache_layer_src src;
-    uint64_t part_off[3];   // offsets of the slices inside a slot
     uint64_t slot_bytes;
-    int cap;                // slots allowed
-    int n_slots;            // slots allocated so far (lazily, up to cap)
-    slot *slots;            // (cap,)
+    int quota;              // fair share of LRU slots (slot mode: the fixed count)
+    int n_lru;              // LRU (non-hot) slots allocated
+    int n_slots;            // slots allocated (LRU + hot)
+    slot *slots;            // (n_expert,) at most one slot per expert
     int *where;             // (n_expert,) slot index of expert or -1
+    bool *is_hot;           // (n_expert,) expert belongs to the hot-store
+    pt_ecache_layer_stats st;
 } layer_cache;
 
 struct pt_ecache {
-    int fd;
+    pt_reader *rd;
     char *path;
     int n_layers;
     layer_cache *layers;    // (n_layers,)
+    bool slot_mode;
+    uint64_t budget;        // LRU slot bytes allowed (budget mode)
+    uint64_t lru_bytes;     // LRU slot bytes allocated
+    uint64_t hot_bytes;     // hot slot bytes allocated
     uint64_t clock;
-    uint64_t bytes_alloc;
-    pt_ecache_stats st;
+    int inflight;           // slots loading
 };
+
+uint64_t pt_ecache_slot_bytes_for(const pt_ecache_layer_src *src)
+{
+    uint64_t o = 0;
+    for (int k = 0; k < 3; k++)
+        o += pt_align_up(src->bytes[k], PT_ALIGN) + PT_ALIGN;
+    return o;
+}
+
+// Where slice k of expert e starts in its slot, and the bytes' offset in it.
+static uint64_t part_off(const layer_cache *L, int k)
+{
+    uint64_t o = 0;
+    for (int j = 0; j < k; j++)
+        o += pt_align_up(L->src.bytes[j], PT_ALIGN) + PT_ALIGN;
+    return o;
+}
+
+static uint64_t slice_off(const layer_cache *L, int e, int k)
+{
+    return L->src.off[k] + (uint64_t)e * L->src.bytes[k];
+}
 
 pt_ecache *pt_ecache_new(const pt_ecache_cfg *cfg, pt_err *err)
 {
+    assert(cfg->reader && cfg->n_layers > 0);
     pt_ecache *c = calloc(1, sizeof *c);
     if (!c) {
         pt_errf(err, "out of memory");
         return NULL;
     }
-    c->fd = cfg->fd;
+    c->rd = cfg->reader;
     c->path = strdup(cfg->path ? cfg->path : "?");
     c->n_layers = cfg->n_layers;
+    c->slot_mode = cfg->slots_per_layer > 0;
+    c->budget = cfg->budget_bytes;
     c->layers = calloc((size_t)cfg->n_layers, sizeof *c->layers);
+    if (!c->layers)
+        goto oom;
     int n_moe = 0;
+    uint64_t min_bytes = 0;
     for (int il = 0; il < cfg->n_layers; il++)
-        n_moe += cfg->layers[il].n_expert > 0;
+        if (cfg->layers[il].n_expert > 0) {
+            n_moe++;
+            min_bytes += pt_ecache_slot_bytes_for(&cfg->layers[il]);
+        }
+    if (!c->slot_mode && n_moe > 0 && c->budget < min_bytes) {
+        pt_errf(err, "%s: expert cache budget of %.1f MB is below one expert per MoE layer (%.1f MB)", c->path,
+                (double)c->budget / 1e6, (double)min_bytes / 1e6);
+        pt_ecache_free(c);
+        return NULL;
+    }
     for (int il = 0; il < cfg->n_layers; il++) {
         layer_cache *L = &c->layers[il];
         L->src = cfg->layers[il];
         if (L->src.n_expert <= 0)
             continue;
-        uint64_t o = 0;
-        for (int k = 0; k < 3; k++) {
-            L->part_off[k] = o;
-            o += pt_align_up(L->src.bytes[k], PT_ALIGN);
+        L->slot_bytes = pt_ecache_slot_bytes_for(&L->src);
+        int q = cfg->slots_per_layer;
+        if (!c->slot_mode) {
+            uint64_t share = c->budget / (uint64_t)n_moe / L->slot_bytes;
+            q = share > (uint64_t)L->src.n_expert ? L->src.n_expert : (int)share;
         }
-        L->slot_bytes = o;
-        int cap = cfg->slots_per_layer;
-        if (cap <= 0) {
-            uint64_t per_layer = n_moe ? cfg->budget_bytes / (uint64_t)n_moe : 0;
-            cap = (int)(per_layer / L->slot_bytes);
-        }
-        if (cap < 1)
-            cap = 1;
-        if (cap > L->src.n_expert)
-            cap = L->src.n_expert;
-        L->cap = cap;
-        L->slots = calloc((size_t)cap, sizeof *L->slots);
+        L->quota = q < 1 ? 1 : (q > L->src.n_expert ? L->src.n_expert : q);
+        L->slots = calloc((size_t)L->src.n_expert, sizeof *L->slots);
         L->where = malloc(sizeof(int) * (size_t)L->src.n_expert);
+        L->is_hot = calloc((size_t)L->src.n_expert, sizeof(bool));
+        if (!L->slots || !L->where || !L->is_hot)
+            goto oom;
         for (int e = 0; e < L->src.n_expert; e++)
             L->where[e] = -1;
     }
+    for (int i = 0; i < cfg->n_hot; i++) {
+        int il = cfg->hot[2 * i], e = cfg->hot[2 * i + 1];
+        if (il >= 0 && il < c->n_layers && e >= 0 && e < c->layers[il].src.n_expert)
+            c->layers[il].is_hot[e] = true;
+    }
     return c;
+oom:
+    pt_errf(err, "out of memory");
+    pt_ecache_free(c);
+    return NULL;
 }
 
 void pt_ecache_free(pt_ecache *c)
 {
     if (!c)
         return;
-    for (int il = 0; il < c->n_layers; il++) {
-        layer_cache *L = &c->layers[il];
+    pt_err e;
+    int il, ex;
+    while (c->inflight > 0 && pt_ecache_wait(c, &il, &ex, &e) != 0) {
+    }
+    for (int l = 0; l < c->n_layers; l++) {
+        layer_cache *L = &c->layers[l];
         for (int s = 0; s < L->n_slots; s++)
             pt_free_aligned(L->slots[s].mem);
         free(L->slots);
         free(L->where);
+        free(L->is_hot);
     }
     free(c->layers);
     free(c->path);
     free(c);
 }
 
-// Picks a slot for a new expert: a fresh one while under capacity, else the
-// least recently used unpinned one. -1 if all are pinned.
-static int victim_slot(pt_ecache *c, layer_cache *L)
+static bool evictable(const slot *s) { return s->state == S_READY && s->pins == 0 && !s->hot; }
+
+// Least recently used evictable slot of layer L, or -1.
+static int lru_slot(const layer_cache *L)
 {
-    if (L->n_slots < L->cap) {
-        slot *s = &L->slots[L->n_slots];
-        s->mem = pt_alloc_aligned(L->slot_bytes);
-        if (!s->mem)
-            return -1;
-        c->bytes_alloc += L->slot_bytes;
-        s->expert = -1;
-        return L->n_slots++;
-    }
     int best = -1;
-    for (int i = 0; i < L->n_slots; i++) {
-        if (L->slots[i].pins > 0)
-            continue;
-        if (best < 0 || L->slots[i].last_use < L->slots[best].last_use)
+    for (int i = 0; i < L->n_slots; i++)
+        if (evictable(&L->slots[i]) && (best < 0 || L->slots[i].last_use < L->slots[best].last_use))
             best = i;
-    }
     return best;
 }
 
-int pt_ecache_acquire(pt_ecache *c, int il, int e, const void *w[3], pt_err *err)
+// Drops the expert held by slot si of L (accounting for wasted prefetch).
+static void evict(layer_cache *L, int si)
+{
+    slot *s = &L->slots[si];
+    if (s->expert >= 0) {
+        L->where[s->expert] = -1;
+        if (s->prefetched)
+            L->st.prefetch_wasted_bytes += L->src.bytes[0] + L->src.bytes[1] + L->src.bytes[2];
+    }
+    s->expert = -1;
+    s->state = S_EMPTY;
+    s->prefetched = false;
+}
+
+// Frees slot si of layer L entirely (its memory goes back), keeping the
+// slot array dense.
+static void drop_slot(pt_ecache *c, layer_cache *L, int si)
+{
+    evict(L, si);
+    pt_free_aligned(L->slots[si].mem);
+    c->lru_bytes -= L->slot_bytes;
+    L->n_lru--;
+    int last = --L->n_slots;
+    if (si != last) {
+        L->slots[si] = L->slots[last];
+        if (L->slots[si].expert >= 0)
+            L->where[L->slots[si].expert] = si;
+    }
+    memset(&L->slots[last], 0, sizeof L->slots[last]);
+}
+
+static int new_slot(pt_ecache *c, layer_cache *L, bool hot)
+{
+    slot *s = &L->slots[L->n_slots];
+    memset(s, 0, sizeof *s);
+    s->mem = pt_alloc_aligned(L->slot_bytes);
+    if (!s->mem)
+        return -1;
+    s->expert = -1;
+    s->hot = hot;
+    if (hot) {
+        c->hot_bytes += L->slot_bytes;
+    } else {
+        c->lru_bytes += L->slot_bytes;
+        L->n_lru++;
+    }
+    return L->n_slots++;
+}
+
+// Finds a slot for a new expert of layer il (see the header for the
+// policy). -1 when none can be had now.
+static int find_slot(pt_ecache *c, int il, bool hot, bool prefetch)
+{
+    layer_cache *L = &c->layers[il];
+    for (int i = 0; i < L->n_slots; i++) // emptied by a failed read
+        if (L->slots[i].state == S_EMPTY && L->slots[i].hot == hot)
+            return i;
+    if (hot)
+        return new_slot(c, L, true);
+    if (c->slot_mode) {
+        if (L->n_lru < L->quota)
+            return new_slot(c, L, false);
+        int si = lru_slot(L);
+        if (si >= 0)
+            evict(L, si);
+        return si;
+    }
+    if (c->lru_bytes + L->slot_bytes <= c->budget)
+        return new_slot(c, L, false);
+    int si = lru_slot(L);
+    if (si >= 0 && (L->n_lru >= L->quota || prefetch)) {
+        evict(L, si);
+        return si;
+    }
+    if (prefetch)
+        return -1;
+    // Below its share: take the LRU slot of the layer furthest above its own.
+    int donor = -1, excess = 0;
+    for (int j = 0; j < c->n_layers; j++) {
+        layer_cache *D = &c->layers[j];
+        if (j == il || D->src.n_expert <= 0 || D->n_lru - D->quota <= excess || lru_slot(D) < 0)
+            continue;
+        donor = j;
+        excess = D->n_lru - D->quota;
+    }
+    if (donor >= 0) {
+        layer_cache *D = &c->layers[donor];
+        drop_slot(c, D, lru_slot(D));
+        if (c->lru_bytes + L->slot_bytes <= c->budget)
+            return new_slot(c, L, false);
+    }
+    if (si >= 0) {
+        evict(L, si);
+        return si;
+    }
+    return -1;
+}
+
+static int start_read(pt_ecache *c, int il, int e, int si, pt_err *err)
+{
+    layer_cache *L = &c->layers[il];
+    slot *s = &L->slots[si];
+    s->expert = e;
+    s->state = S_LOADING;
+    s->reads_left = 3;
+    s->failed = 0;
+    L->where[e] = si;
+    c->inflight++;
+    for (int k = 0; k < 3; k++) {
+        uint64_t tag = ((uint64_t)il << 40) | ((uint64_t)e << 8) | (uint64_t)k;
+        if (pt_reader_submit(c->rd, tag, slice_off(L, e, k), L->src.bytes[k], s->mem + part_off(L, k), err) < 0)
+            return -1; // out of memory: the engine stops; the slot stays loading
+    }
+    L->st.bytes_read += L->src.bytes[0] + L->src.bytes[1] + L->src.bytes[2];
+    return 0;
+}
+
+int pt_ecache_request(pt_ecache *c, int il, int e, int kind, pt_err *err)
 {
     assert(il >= 0 && il < c->n_layers);
     layer_cache *L = &c->layers[il];
     assert(e >= 0 && e < L->src.n_expert);
     int si = L->where[e];
     if (si >= 0) {
-        c->st.hits++;
-    } else {
-        si = victim_slot(c, L);
-        if (si < 0)
-            return pt_errf(err, "expert cache: layer %d: no free slot for expert %d (all %d pinned)",
-                           il, e, L->cap);
         slot *s = &L->slots[si];
-        if (s->expert >= 0)
-            L->where[s->expert] = -1;
-        s->expert = -1;
-        double t0 = pt_now();
-        for (int k = 0; k < 3; k++) {
-            uint64_t off = L->src.off[k] + (uint64_t)e * L->src.bytes[k];
-            if (pt_pread_full(c->fd, c->path, off, s->mem + L->part_off[k], L->src.bytes[k], err) < 0) {
-                char msg[sizeof err->msg];
-                memcpy(msg, err->msg, sizeof msg);
-                return pt_errf(err, "layer %d expert %d: %s", il, e, msg);
-            }
+        if (kind == PT_EC_DEMAND) {
+            if (s->prefetched)
+                L->st.hits_prefetch++;
+            else if (s->hot)
+                L->st.hits_hot++;
+            else if (s->state == S_READY)
+                L->st.hits_lru++;
+            else
+                L->st.misses++;
         }
-        c->st.t_read_s += pt_now() - t0;
-        c->st.misses++;
-        c->st.bytes_read += L->src.bytes[0] + L->src.bytes[1] + L->src.bytes[2];
-        s->expert = e;
-        L->where[e] = si;
+        if (kind != PT_EC_PREFETCH) {
+            s->prefetched = false;
+            s->last_use = ++c->clock;
+        }
+        return s->state == S_READY ? PT_EC_READY : PT_EC_LOADING;
     }
+    if (kind == PT_EC_DEMAND)
+        L->st.misses++;
+    si = find_slot(c, il, L->is_hot[e], kind == PT_EC_PREFETCH);
+    if (si < 0)
+        return PT_EC_NOROOM;
+    if (start_read(c, il, e, si, err) < 0)
+        return -1;
+    slot *s = &L->slots[si];
+    s->last_use = ++c->clock;
+    s->prefetched = kind == PT_EC_PREFETCH;
+    if (kind == PT_EC_PREFETCH)
+        L->st.prefetch_reads++;
+    return PT_EC_LOADING;
+}
+
+void pt_ecache_pin(pt_ecache *c, int il, int e, const void *w[3])
+{
+    layer_cache *L = &c->layers[il];
+    int si = L->where[e];
+    assert(si >= 0 && L->slots[si].state == S_READY);
     slot *s = &L->slots[si];
     s->pins++;
     s->last_use = ++c->clock;
     for (int k = 0; k < 3; k++)
-        w[k] = s->mem + L->part_off[k];
-    return 0;
+        w[k] = s->mem + part_off(L, k) + pt_io_head(slice_off(L, e, k));
 }
 
 void pt_ecache_release(pt_ecache *c, int il, int e)
@@ -165,7 +340,91 @@ void pt_ecache_release(pt_ecache *c, int il, int e)
     L->slots[si].pins--;
 }
 
-void pt_ecache_get_stats(const pt_ecache *c, pt_ecache_stats *s) { *s = c->st; }
-void pt_ecache_reset_stats(pt_ecache *c) { memset(&c->st, 0, sizeof c->st); }
-uint64_t pt_ecache_bytes(const pt_ecache *c) { return c->bytes_alloc; }
-int pt_ecache_slots(const pt_ecache *c, int il) { return c->layers[il].cap; }
+bool pt_ecache_is_ready(const pt_ecache *c, int il, int e)
+{
+    const layer_cache *L = &c->layers[il];
+    return L->where[e] >= 0 && L->slots[L->where[e]].state == S_READY;
+}
+
+bool pt_ecache_is_loading(const pt_ecache *c, int il, int e)
+{
+    const layer_cache *L = &c->layers[il];
+    return L->where[e] >= 0 && L->slots[L->where[e]].state == S_LOADING;
+}
+
+int pt_ecache_wait(pt_ecache *c, int *il, int *e, pt_err *err)
+{
+    for (;;) {
+        uint64_t tag = 0;
+        pt_err rerr = {{0}};
+        int rc = pt_reader_wait(c->rd, &tag, &rerr);
+        if (rc == 0)
+            return 0;
+        const int l = (int)(tag >> 40), x = (int)((tag >> 8) & 0xffffffff), k = (int)(tag & 0xff);
+        layer_cache *L = &c->layers[l];
+        int si = L->where[x];
+        assert(si >= 0 && L->slots[si].state == S_LOADING);
+        slot *s = &L->slots[si];
+        if (rc < 0 && !s->failed) {
+            s->failed = 1;
+            pt_errf(err, "layer %d expert %d (%s slice): %s", l, x, k == 0 ? "gate" : k == 1 ? "up" : "down",
+                    rerr.msg);
+        }
+        if (--s->reads_left > 0)
+            continue;
+        c->inflight--;
+        *il = l;
+        *e = x;
+        if (s->failed) {
+            evict(L, si);
+            return -1;
+        }
+        s->state = S_READY;
+        return 1;
+    }
+}
+
+int pt_ecache_acquire(pt_ecache *c, int il, int e, const void *w[3], pt_err *err)
+{
+    int rc = pt_ecache_request(c, il, e, PT_EC_DEMAND, err);
+    while (rc != PT_EC_READY) {
+        if (rc < 0)
+            return -1;
+        int wl, we;
+        double t0 = pt_now();
+        int wr = pt_ecache_wait(c, &wl, &we, err);
+        c->layers[il].st.t_wait_s += pt_now() - t0;
+        if (wr < 0 && wl == il && we == e)
+            return -1;
+        if (wr == 0 && rc == PT_EC_NOROOM)
+            return pt_errf(err, "expert cache: layer %d: no free slot for expert %d (all %d in use)", il, e,
+                           c->layers[il].n_slots);
+        rc = pt_ecache_request(c, il, e, PT_EC_RETRY, err);
+    }
+    pt_ecache_pin(c, il, e, w);
+    return 0;
+}
+
+void pt_ecache_get_stats(const pt_ecache *c, pt_ecache_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    for (int il = 0; il < c->n_layers; il++) {
+        const pt_ecache_layer_stats *l = &c->layers[il].st;
+        s->hits += l->hits_lru + l->hits_hot + l->hits_prefetch;
+        s->misses += l->misses;
+        s->bytes_read += l->bytes_read;
+        s->t_read_s += l->t_wait_s;
+    }
+}
+
+void pt_ecache_reset_stats(pt_ecache *c)
+{
+    for (int il = 0; il < c->n_layers; il++)
+        memset(&c->layers[il].st, 0, sizeof c->layers[il].st);
+}
+
+pt_ecache_layer_stats *pt_ecache_lstats(pt_ecache *c, int il) { return &c->layers[il].st; }
+uint64_t pt_ecache_bytes(const pt_ecache *c) { return c->lru_bytes + c->hot_bytes; }
+uint64_t pt_ecache_hot_bytes(const pt_ecache *c) { return c->hot_bytes; }
+int pt_ecache_slots(const pt_ecache *c, int il) { return c->layers[il].quota; }
+uint64_t pt_ecache_slot_bytes(const pt_ecache *c, int il) { return c->layers[il].slot_bytes; }

@@ -1,17 +1,35 @@
-// cache/ecache.h — the routed-expert cache: per-layer slots under one
-// budget, LRU eviction, pinning while an expert is in use.
+// cache/ecache.h — the routed-expert cache: per-layer LRU slots under one
+// global byte budget, a hot-store of pinned experts, asynchronous reads.
 //
-// The engine asks for (layer, expert); the cache returns pointers to that
-// expert's three weight slices (gate, up, down) in RAM, reading them from
-// the model file on a miss. An expert stays pinned until released, and a
-// pinned expert is never evicted, so a layer with one slot still works: the
-// engine computes experts one after another.
+// The engine asks for (layer, expert). A resident expert is a hit (tier:
+// hot-store, prefetched, or LRU); an absent one gets a slot and its read is
+// started through the reader (io/reader.h); pt_ecache_wait returns experts
+// as their reads finish. Slots:
+//   - budget mode: slots are allocated lazily while the byte budget has
+//     room; once it is full, a layer at or above its fair share (budget /
+//     MoE layers) evicts its own least recently used expert, a layer below
+//     it takes the LRU expert of the layer furthest above its share. So the
+//     split follows use rather than being fixed.
+//   - slot mode (slots_per_layer > 0, tests): exactly that many LRU slots
+//     per layer.
+// Hot-store experts (given by the caller, chosen from routing heat) get
+// their own slots on first use and are never evicted. Nothing that is
+// pinned (in use) or still being read is ever evicted; a request that finds
+// no evictable slot returns PT_EC_NOROOM and may be repeated after a
+// release or a finished read.
+//
+// Each slot holds the expert's gate/up/down slices, each read through its
+// enclosing 4 KiB-aligned range (pt_io_span), so O_DIRECT works for slices
+// at any offset. Single-threaded.
 #ifndef PETREL_CACHE_ECACHE_H
 #define PETREL_CACHE_ECACHE_H
 
 #include <stdbool.h>
 #include <stdint.h>
+
 #include "common/err.h"
+
+typedef struct pt_reader pt_reader;
 
 typedef struct pt_ecache_layer_src {
     int n_expert;           // routed experts in this layer (0: not a MoE layer)
@@ -20,31 +38,75 @@ typedef struct pt_ecache_layer_src {
 } pt_ecache_layer_src;
 
 typedef struct pt_ecache_cfg {
-    int fd;                           // model file
-    const char *path;                 // for messages
-    int n_layers;                     // blocks (trunk + MTP)
+    pt_reader *reader;                 // reads (owned by the caller, outlives the cache)
+    const char *path;                  // for messages
+    int n_layers;                      // blocks (trunk + MTP)
     const pt_ecache_layer_src *layers; // (n_layers,)
-    int slots_per_layer;              // > 0: fixed slots per MoE layer
-    uint64_t budget_bytes;            // else: total bytes, split evenly over MoE layers
+    int slots_per_layer;               // > 0: fixed LRU slots per MoE layer
+    uint64_t budget_bytes;             // else: bytes for all LRU slots
+    const int32_t *hot;                // (n_hot, 2) (layer, expert) pairs of the hot-store, or NULL
+    int n_hot;
 } pt_ecache_cfg;
+
+// Per-layer counters (one "use" = one distinct expert of one batch).
+typedef struct pt_ecache_layer_stats {
+    uint64_t hits_lru;          // resident in an LRU slot
+    uint64_t hits_hot;          // resident in the hot-store
+    uint64_t hits_prefetch;     // brought in (or being brought in) by prefetch
+    uint64_t misses;            // needed a demand read
+    uint64_t bytes_read;        // slice bytes read (demand + prefetch)
+    uint64_t prefetch_reads;    // prefetch reads started
+    uint64_t prefetch_wasted_bytes; // prefetched, evicted unused
+    uint64_t predicted, predicted_correct, actual; // lookahead recall counters
+    double t_wait_s;            // time the engine stalled on reads for this layer
+} pt_ecache_layer_stats;
 
 typedef struct pt_ecache_stats {
     uint64_t hits, misses, bytes_read;
     double t_read_s;
 } pt_ecache_stats;
 
+enum {
+    PT_EC_READY = 0,   // resident and readable
+    PT_EC_LOADING = 1, // its read is in flight
+    PT_EC_NOROOM = 2,  // absent, and no slot can be freed now
+};
+enum { PT_EC_DEMAND = 0, PT_EC_PREFETCH = 1, PT_EC_RETRY = 2 };
+
 typedef struct pt_ecache pt_ecache;
 
 pt_ecache *pt_ecache_new(const pt_ecache_cfg *cfg, pt_err *err);
+// Waits for reads in flight (their slots), then frees everything.
 void pt_ecache_free(pt_ecache *c);
-// Pins expert e of layer il and sets w[0..2] to its gate/up/down slices.
-// -1 + err on a read failure (naming layer, expert, file, offset) or when
-// every slot of the layer is pinned.
-int pt_ecache_acquire(pt_ecache *c, int il, int e, const void *w[3], pt_err *err);
+
+// Asks for expert e of layer il; starts its read when absent and a slot can
+// be had. kind: PT_EC_DEMAND counts the use in the statistics (once per
+// distinct expert and batch), PT_EC_RETRY repeats a NOROOM demand without
+// counting it again, PT_EC_PREFETCH starts a speculative read (it only
+// evicts within the layer and never counts a use). Returns PT_EC_READY /
+// LOADING / NOROOM, or -1 + err when a read cannot be queued.
+int pt_ecache_request(pt_ecache *c, int il, int e, int kind, pt_err *err);
+// Pins a READY expert (not evictable until released) and sets w[0..2] to its
+// gate/up/down slices.
+void pt_ecache_pin(pt_ecache *c, int il, int e, const void *w[3]);
 void pt_ecache_release(pt_ecache *c, int il, int e);
+bool pt_ecache_is_ready(const pt_ecache *c, int il, int e);
+bool pt_ecache_is_loading(const pt_ecache *c, int il, int e);
+// Waits for the next read to finish: 1 with *il, *e set (now READY); 0 when
+// nothing is in flight; -1 when that read failed (the slot is emptied, err
+// names layer, expert, file and offset).
+int pt_ecache_wait(pt_ecache *c, int *il, int *e, pt_err *err);
+// Blocking convenience: request (as a demand), wait until ready, pin.
+int pt_ecache_acquire(pt_ecache *c, int il, int e, const void *w[3], pt_err *err);
+
 void pt_ecache_get_stats(const pt_ecache *c, pt_ecache_stats *s);
 void pt_ecache_reset_stats(pt_ecache *c);
-uint64_t pt_ecache_bytes(const pt_ecache *c);   // bytes of slot memory allocated
-int pt_ecache_slots(const pt_ecache *c, int il); // capacity of a layer
+pt_ecache_layer_stats *pt_ecache_lstats(pt_ecache *c, int il); // (mutable) counters of layer il
+uint64_t pt_ecache_bytes(const pt_ecache *c);   // bytes of slot memory allocated now
+uint64_t pt_ecache_hot_bytes(const pt_ecache *c); // ... of which hot-store slots
+int pt_ecache_slots(const pt_ecache *c, int il); // fair share (slot mode: the fixed count) of a layer
+uint64_t pt_ecache_slot_bytes(const pt_ecache *c, int il); // bytes of one slot of layer il
+// Bytes of one slot for a layer: each slice's aligned span at worst.
+uint64_t pt_ecache_slot_bytes_for(const pt_ecache_layer_src *src);
 
 #endif

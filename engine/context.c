@@ -7,6 +7,7 @@
 
 #include "common/util.h"
 #include "engine/context.h"
+#include "engine/stream.h"
 #include "kernels/ops.h"
 
 petrel_context_params petrel_context_default_params(void)
@@ -103,25 +104,8 @@ petrel_context *petrel_context_new(petrel_model *m, const petrel_context_params 
         goto fail;
     }
 
-    // Expert cache: explicit slots, explicit bytes, or what RAM allows.
-    uint64_t budget = m->params.expert_cache;
-    if (!budget) {
-        uint64_t total = 0;
-        for (uint32_t il = 0; il < n_blocks; il++)
-            total += (uint64_t)m->exp_src[il].n_expert *
-                     (m->exp_src[il].bytes[0] + m->exp_src[il].bytes[1] + m->exp_src[il].bytes[2] + 3 * PT_ALIGN);
-        uint64_t avail = m->params.ram_budget ? m->params.ram_budget : pt_mem_available() / 10 * 8;
-        uint64_t used = m->trunk_bytes + c->st.kv_bytes + ((uint64_t)256 << 20);
-        budget = avail > used ? avail - used : 0;
-        if (budget > total)
-            budget = total;
-    }
-    pt_ecache_cfg ec = {
-        .fd = m->gguf->fd, .path = m->path, .n_layers = (int)n_blocks, .layers = m->exp_src,
-        .slots_per_layer = m->params.experts_per_layer, .budget_bytes = budget,
-    };
-    c->ecache = pt_ecache_new(&ec, &err);
-    if (!c->ecache)
+    // Expert streaming: RAM budget, reader, expert cache, hot-store (engine/stream.c).
+    if (pt_stream_init(c, &err) < 0)
         goto fail;
     return c;
 fail:
@@ -145,6 +129,7 @@ void petrel_context_free(petrel_context *c)
     free(c->logits);
     free(c->mtp_logits);
     scratch_free(&c->s);
+    pt_stream_free(c);
     pt_ecache_free(c->ecache);
     free(c);
 }

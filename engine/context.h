@@ -63,6 +63,7 @@ struct petrel_context {
     void *route_user;
     petrel_stats st;
     pt_err err;
+    struct pt_stream *stream; // expert streaming state (engine/stream.h)
 };
 
 // Runs one block (trunk layer or MTP block il) on s->x (B rows) in place,

@@ -1,6 +1,7 @@
 // engine/model.c — opening a deepseek2 GGUF: validation against the
 // hyper-parameters, the trunk read into RAM, the expert layout recorded.
 #include "engine/model.h"
+#include "engine/stream.h"
 
 #include <assert.h>
 #include <math.h>
@@ -289,6 +290,8 @@ petrel_model *petrel_model_open(const char *path, const petrel_model_params *par
         goto fail;
     }
     if (validate_tensors(m, specs, n_specs, &err) < 0)
+        goto fail;
+    if (pt_stream_check_trunk(m, &err) < 0) // before reading it: say clearly when it cannot fit
         goto fail;
     double t0 = pt_now();
     for (int i = 0; i < n_specs; i++) {

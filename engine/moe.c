@@ -1,10 +1,18 @@
 // engine/moe.c — the FFN sub-block: SwiGLU FFNs and the MoE (router,
-// routed experts through the expert cache, shared experts). Routed outputs
-// are combined in the router's selection order (ascending expert id), so the
-// order in which experts become available never changes a bit.
+// routed experts streamed through the expert cache, shared experts).
+//
+// Overlap: the reads of every missing expert of the batch start first (each
+// distinct expert is read once per batch: batch union), then the lookahead
+// predictor starts reads for the next block, then the shared experts and the
+// resident routed experts compute while those reads are in flight, and each
+// missing expert computes as soon as its bytes arrive. Experts may thus
+// compute in any order, but each writes its own rows of s->eo and the
+// outputs are combined afterwards in the router's selection order, so the
+// arrival order never changes a bit of the result.
 #include <string.h>
 
 #include "engine/context.h"
+#include "engine/stream.h"
 #include "kernels/ops.h"
 #include "router/router.h"
 
@@ -21,6 +29,136 @@ void pt_ffn(petrel_context *c, const pt_mat *gate, const pt_mat *up, const pt_ma
     pt_gemm(down, s->ff_a, B, Y);
 }
 
+// Progress of one distinct expert of the batch.
+enum { U_DEFERRED = 0, U_LOADING = 1, U_READY = 2, U_DONE = 3 };
+
+// Applies routed expert e (weights w) to the batch rows that chose it and
+// writes each row's output to its selection slot of s->eo.
+static void run_expert(petrel_context *c, int il, int e, const void *w[3], int B)
+{
+    const pt_hparams *hp = &c->model->hp;
+    const pt_layer *L = &c->model->layers[il];
+    pt_scratch *s = &c->s;
+    const int n_used = (int)hp->n_expert_used, n_embd = (int)hp->n_embd;
+    int ng = 0;
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < n_used; k++)
+            if (s->rids[(size_t)b * n_used + k] == e) {
+                memcpy(s->gx + (size_t)ng * n_embd, s->xn + (size_t)b * n_embd, sizeof(float) * (size_t)n_embd);
+                s->gsel[ng] = b;
+                s->gk[ng] = k;
+                ng++;
+            }
+    pt_mat g = {w[0], L->exps_type[0], hp->n_ff_exp, hp->n_embd};
+    pt_mat u = {w[1], L->exps_type[1], hp->n_ff_exp, hp->n_embd};
+    pt_mat d = {w[2], L->exps_type[2], hp->n_embd, hp->n_ff_exp};
+    pt_ffn(c, &g, &u, &d, s->gx, ng, s->gx);
+    for (int r = 0; r < ng; r++)
+        memcpy(s->eo + ((size_t)s->gsel[r] * n_used + s->gk[r]) * n_embd, s->gx + (size_t)r * n_embd,
+               sizeof(float) * (size_t)n_embd);
+}
+
+// Asks the cache for distinct expert i of the batch (a demand, or a retry of
+// one that found no room) and updates its state. -1 on a queueing failure.
+static int request_expert(petrel_context *c, int il, int i, int kind)
+{
+    pt_stream *st = c->stream;
+    const int e = st->uniq[i];
+    int r = pt_ecache_request(c->ecache, il, e, kind, &c->err);
+    if (r < 0)
+        return -1;
+    if (r == PT_EC_READY) {
+        const void *w[3];
+        pt_ecache_pin(c->ecache, il, e, w); // kept until computed
+        st->ustate[i] = U_READY;
+    } else if (r == PT_EC_LOADING) {
+        if (st->ustate[i] == U_DEFERRED)
+            st->utries[i]++;
+        st->ustate[i] = U_LOADING;
+    } else {
+        st->ustate[i] = U_DEFERRED;
+    }
+    return 0;
+}
+
+static int retry_deferred(petrel_context *c, int il, int nu)
+{
+    for (int i = 0; i < nu; i++)
+        if (c->stream->ustate[i] == U_DEFERRED && request_expert(c, il, i, PT_EC_RETRY) < 0)
+            return -1;
+    return 0;
+}
+
+// Computes every distinct expert of the batch as it becomes ready.
+static int stream_experts(petrel_context *c, int il, int B, int nu)
+{
+    pt_stream *st = c->stream;
+    pt_ecache *ec = c->ecache;
+    int left = nu;
+    while (left > 0) {
+        int i = 0;
+        while (i < nu && st->ustate[i] != U_READY)
+            i++;
+        if (i < nu) {
+            const int e = st->uniq[i];
+            const void *w[3];
+            pt_ecache_pin(ec, il, e, w);
+            pt_ecache_release(ec, il, e); // (the pin taken when it became ready)
+            run_expert(c, il, e, w, B);
+            pt_ecache_release(ec, il, e);
+            st->ustate[i] = U_DONE;
+            left--;
+            if (retry_deferred(c, il, nu) < 0)
+                return -1;
+            continue;
+        }
+        int wl = -1, we = -1;
+        pt_err err = {{0}};
+        double t0 = pt_now();
+        int rc = pt_ecache_wait(ec, &wl, &we, &err);
+        pt_ecache_lstats(ec, il)->t_wait_s += pt_now() - t0;
+        pt_stream_io_tick(c);
+        const int ui = (wl == il && we >= 0) ? st->upos[we] : -1;
+        if (rc < 0 && ui >= 0 && st->ustate[ui] == U_LOADING) {
+            // A failed read of an expert this batch needs: one more demand
+            // read if the failed one was a prefetch, else give up.
+            if (st->utries[ui] >= 1) {
+                memcpy(c->err.msg, err.msg, sizeof err.msg);
+                return -1;
+            }
+            st->ustate[ui] = U_DEFERRED;
+        } else if (rc > 0 && ui >= 0 && st->ustate[ui] == U_LOADING) {
+            const void *w[3];
+            pt_ecache_pin(ec, il, we, w);
+            st->ustate[ui] = U_READY;
+        } else if (rc == 0) {
+            // Nothing in flight: deferred experts must find room now.
+            bool any_deferred = false;
+            for (int j = 0; j < nu; j++)
+                any_deferred |= st->ustate[j] == U_DEFERRED;
+            if (retry_deferred(c, il, nu) < 0)
+                return -1;
+            bool progress = false;
+            for (int j = 0; j < nu; j++)
+                progress |= st->ustate[j] != U_DEFERRED;
+            if (any_deferred && !progress)
+                return pt_errf(&c->err, "expert cache: layer %d: no slot can be freed for its experts", il);
+        }
+        if (retry_deferred(c, il, nu) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+// Releases the pins of experts that were never computed (error paths).
+static void unpin_pending(petrel_context *c, int il, int nu)
+{
+    pt_stream *st = c->stream;
+    for (int i = 0; i < nu; i++)
+        if (st->ustate[i] == U_READY)
+            pt_ecache_release(c->ecache, il, st->uniq[i]);
+}
+
 // Routed experts + shared experts: s->xn -> s->tmp.
 int pt_moe(petrel_context *c, int il, int B)
 {
@@ -28,6 +166,7 @@ int pt_moe(petrel_context *c, int il, int B)
     const pt_hparams *hp = &m->hp;
     const pt_layer *L = &m->layers[il];
     pt_scratch *s = &c->s;
+    pt_stream *st = c->stream;
     const int n_used = (int)hp->n_expert_used, n_embd = (int)hp->n_embd;
     const pt_router_cfg rc = {
         .n_expert = (int)hp->n_expert, .n_used = n_used, .n_group = (int)hp->n_group,
@@ -43,49 +182,60 @@ int pt_moe(petrel_context *c, int il, int B)
         for (int b = 0; b < B; b++)
             c->route_fn(c->route_user, il, s->pos[b], s->rids + (size_t)b * n_used, s->rw + (size_t)b * n_used,
                         n_used);
+    pt_stream_trace(c, 'A', il, B, s->rids, n_used);
 
-    // Each distinct expert of the batch is fetched once (batch union) and
-    // applied to all tokens that chose it; experts go in ascending id order.
-    for (int e = 0; e < (int)hp->n_expert; e++) {
-        int ng = 0;
-        for (int b = 0; b < B; b++)
-            for (int k = 0; k < n_used; k++)
-                if (s->rids[(size_t)b * n_used + k] == e) {
-                    memcpy(s->gx + (size_t)ng * n_embd, s->xn + (size_t)b * n_embd,
-                           sizeof(float) * (size_t)n_embd);
-                    s->gsel[ng] = b;
-                    s->gk[ng] = k;
-                    ng++;
-                }
-        if (ng == 0)
-            continue;
-        const void *w[3];
-        if (pt_ecache_acquire(c->ecache, il, e, w, &c->err) < 0)
-            return -1;
-        pt_mat g = {w[0], L->exps_type[0], hp->n_ff_exp, hp->n_embd};
-        pt_mat u = {w[1], L->exps_type[1], hp->n_ff_exp, hp->n_embd};
-        pt_mat d = {w[2], L->exps_type[2], hp->n_embd, hp->n_ff_exp};
-        pt_ffn(c, &g, &u, &d, s->gx, ng, s->gx);
-        pt_ecache_release(c->ecache, il, e);
-        for (int r = 0; r < ng; r++)
-            memcpy(s->eo + ((size_t)s->gsel[r] * n_used + s->gk[r]) * n_embd, s->gx + (size_t)r * n_embd,
-                   sizeof(float) * (size_t)n_embd);
-    }
+    // Distinct experts of the batch, ascending; heat for the usage file.
+    int nu = 0;
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < n_used; k++) {
+            const int e = s->rids[(size_t)b * n_used + k];
+            if (st->upos[e] < 0) {
+                st->upos[e] = 1;
+                nu++;
+            }
+        }
+    nu = 0;
+    for (int e = 0; e < (int)hp->n_expert; e++)
+        if (st->upos[e] >= 0) {
+            st->upos[e] = (int16_t)nu;
+            st->uniq[nu] = e;
+            st->ustate[nu] = U_DEFERRED;
+            st->utries[nu] = 0;
+            st->heat[(size_t)il * st->n_expert_max + e]++;
+            nu++;
+        }
+    pt_stream_note_actual(c, il, st->uniq, nu);
 
-    // Shared experts (always), into ff scratch-free buffer: reuse s->gx.
-    if (hp->n_expert_shared > 0)
-        pt_ffn(c, &L->sh_gate, &L->sh_up, &L->sh_down, s->xn, B, s->gx);
+    // Start every read this batch needs, then the next block's predictions.
+    int rcode = 0;
+    for (int i = 0; i < nu && rcode == 0; i++)
+        rcode = request_expert(c, il, i, PT_EC_DEMAND);
+    pt_stream_io_tick(c);
+    if (rcode == 0)
+        pt_stream_prefetch_next(c, il, B);
+
+    // Shared experts compute while the reads are in flight.
+    if (rcode == 0 && hp->n_expert_shared > 0)
+        pt_ffn(c, &L->sh_gate, &L->sh_up, &L->sh_down, s->xn, B, st->sh_out);
+    if (rcode == 0)
+        rcode = stream_experts(c, il, B, nu);
+    if (rcode < 0)
+        unpin_pending(c, il, nu);
+    for (int i = 0; i < nu; i++)
+        st->upos[st->uniq[i]] = -1;
+    if (rcode < 0)
+        return -1;
+
     for (int b = 0; b < B; b++) {
         float *y = s->tmp + (size_t)b * n_embd;
         memset(y, 0, sizeof(float) * (size_t)n_embd);
         for (int k = 0; k < n_used; k++)
             pt_axpy(y, s->rw[(size_t)b * n_used + k], s->eo + ((size_t)b * n_used + k) * n_embd, n_embd);
         if (hp->n_expert_shared > 0) {
-            const float *z = s->gx + (size_t)b * n_embd;
+            const float *z = st->sh_out + (size_t)b * n_embd;
             for (int i = 0; i < n_embd; i++)
                 y[i] += z[i];
         }
     }
     return 0;
 }
-

@@ -4,6 +4,7 @@
 
 #include "common/util.h"
 #include "engine/context.h"
+#include "engine/stream.h"
 
 void petrel_get_stats(const petrel_context *c, petrel_stats *out)
 {
@@ -18,6 +19,7 @@ void petrel_get_stats(const petrel_context *c, petrel_stats *out)
     out->peak_rss_bytes = pt_peak_rss_bytes();
     out->trunk_bytes = c->model->trunk_bytes;
     out->expert_cache_bytes = pt_ecache_bytes(c->ecache);
+    pt_stream_fill_stats(c, out); // tiers, prefetch, I/O time (engine/stream_stats.c)
 }
 
 void petrel_reset_stats(petrel_context *c)
@@ -25,7 +27,7 @@ void petrel_reset_stats(petrel_context *c)
     uint64_t kv = c->st.kv_bytes;
     memset(&c->st, 0, sizeof c->st);
     c->st.kv_bytes = kv;
-    pt_ecache_reset_stats(c->ecache);
+    pt_stream_reset_stats(c);
 }
 
 void petrel_print_stats(const petrel_context *c, void *file)

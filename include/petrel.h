@@ -38,7 +38,17 @@ typedef struct petrel_model_params {
     uint64_t expert_cache;     // bytes for routed experts; 0 = what the budget leaves
     int experts_per_layer;     // > 0: cache exactly this many expert slots per layer (tests)
     bool verbose;              // print load information on stderr
+    // Expert streaming (docs/streaming.md). Zero values are the defaults.
+    int io_mode;               // PETREL_IO_AUTO (io_uring, else pread pool), _URING, _POOL, _BUFFERED
+    int io_queue_depth;        // device reads in flight; 0 = 32
+    uint64_t pin_bytes;        // hot-store bytes; 0 = auto (half the expert cache once usage is recorded)
+    bool no_hot_store;         // never pin experts
+    bool no_prefetch;          // no lookahead prefetch
+    bool no_usage;             // neither read nor update the usage file
+    const char *usage_path;    // routing-heat file; NULL = "<model>.usage"
 } petrel_model_params;
+
+enum { PETREL_IO_AUTO = 0, PETREL_IO_URING = 1, PETREL_IO_POOL = 2, PETREL_IO_BUFFERED = 3 };
 
 petrel_model_params petrel_model_default_params(void);
 // Opens a deepseek2 GGUF, validates it against its metadata and reads the
@@ -169,12 +179,77 @@ typedef struct petrel_stats {
     uint64_t rss_bytes;            // resident memory now
     uint64_t peak_rss_bytes;
     uint64_t trunk_bytes, expert_cache_bytes, kv_bytes;
+    // Expert streaming (additions).
+    uint64_t expert_hits_lru;      // expert uses served from the LRU slots
+    uint64_t prefetch_actual;      // experts used where a prediction was made (recall = correct / actual)
+    uint64_t prefetch_reads;       // prefetch reads started
+    uint64_t hot_store_bytes;      // bytes of pinned hot-store slots
+    uint64_t ram_budget;           // the budget everything is held under
+    double t_io_busy_s;            // time with at least one expert read in flight
+    int io_mode;                   // backend in use (PETREL_IO_*)
 } petrel_stats;
+
+// Per-layer expert statistics (MoE blocks; layer n_layer is the MTP block).
+typedef struct petrel_layer_stats {
+    uint64_t hits_lru, hits_hot, hits_prefetch, misses;
+    uint64_t bytes_read;           // demand + prefetch
+    uint64_t prefetch_reads, prefetch_wasted_bytes;
+    uint64_t predicted, predicted_correct, actual; // lookahead recall = predicted_correct / actual
+    double t_io_wait_s;            // time stalled on this layer's reads
+} petrel_layer_stats;
+// -1 when layer is out of range or not a MoE block.
+int petrel_get_layer_stats(const petrel_context *c, int layer, petrel_layer_stats *out);
+// The per-layer table and totals printed by --stats.
+void petrel_print_stream_stats(const petrel_context *c, void *file /* FILE* */);
+// Records the routed experts of every token and MoE block (and the
+// lookahead predictions) into a text trace for bench/trace-replay.sh.
+// Replaces the file; closed by petrel_trace_close or petrel_context_free.
+int petrel_trace_open(petrel_context *c, const char *path, char *err, size_t errlen);
+void petrel_trace_close(petrel_context *c);
 
 void petrel_get_stats(const petrel_context *c, petrel_stats *out);
 void petrel_reset_stats(petrel_context *c);
 // Prints the one-paragraph summary the CLI commands print (stderr style).
 void petrel_print_stats(const petrel_context *c, void *file /* FILE* */);
+
+// ---- generation ---------------------------------------------------------------
+
+typedef struct petrel_gen_params {
+    int n_predict;             // tokens to generate (> 0)
+    bool speculative;          // draft one token with the MTP layer and verify it in the
+                               // same batch; the output is identical either way
+    bool ignore_eos;           // do not stop at end-of-generation tokens
+    bool reuse_prefix;         // keep the KV cache's common prefix with the prompt
+    petrel_sampler *sampler;   // NULL = greedy
+    // Optional external drafter used instead of the MTP layer (a draft model,
+    // or tests): returns its guess for the token at position pos, given the
+    // n tokens before it.
+    petrel_token (*draft_fn)(void *user, const petrel_token *tokens, int n, int32_t pos);
+    void *draft_user;
+} petrel_gen_params;
+
+typedef struct petrel_gen_result {
+    int n_prompt;              // prompt tokens
+    int n_prefilled;           // prompt tokens actually computed (less with prefix reuse)
+    int n_generated;           // tokens passed to the callback
+    int n_drafted, n_accepted; // speculative drafts made / accepted
+    double ttft_s;             // call start to the first generated token
+    double t_total_s;
+    bool stopped_eos;          // ended on an end-of-generation token (not passed on)
+    bool stopped_cb;           // the callback asked to stop
+} petrel_gen_result;
+
+// Called for each generated token in order; return non-zero to stop.
+typedef int (*petrel_token_fn)(void *user, petrel_token token);
+
+// Prefills the prompt (in n_batch pieces; with reuse_prefix only what
+// differs from the tokens already in the KV cache) and generates up to
+// n_predict tokens, calling on_token for each. With speculative, every step
+// verifies the MTP draft in a batch of two: the tokens are the same as
+// without it, for any sampler (each position consumes the sampler the same
+// way). Returns 0 or -1 with petrel_context_error() set.
+int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt, const petrel_gen_params *gp,
+                    petrel_token_fn on_token, void *user, petrel_gen_result *res);
 
 #ifdef __cplusplus
 }

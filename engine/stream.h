@@ -1,0 +1,65 @@
+// engine/stream.h — expert streaming state of a context: the RAM budget,
+// the reader, the expert cache with its hot-store, routing heat (the usage
+// file), the lookahead predictor and the trace. Internal to the engine.
+#ifndef PETREL_ENGINE_STREAM_H
+#define PETREL_ENGINE_STREAM_H
+
+#include <stdio.h>
+
+#include "engine/context.h"
+#include "io/reader.h"
+
+typedef struct pt_stream {
+    pt_reader *reader;
+    uint64_t budget;          // RAM budget (bytes) everything is held under
+    uint64_t expert_budget;   // LRU slot bytes
+    uint64_t *heat;           // (n_blocks, n_expert_max) uses this session
+    uint64_t *heat_old;       // (n_blocks, n_expert_max) from the usage file
+    int n_expert_max;
+    char *usage_path;         // NULL: usage not recorded
+    // MoE loop scratch
+    float *sh_out;            // (n_batch, n_embd) shared-expert output
+    int32_t *uniq;            // (n_expert_max) distinct experts of a batch
+    int8_t *ustate;           // (n_expert_max) their progress
+    int8_t *utries;           // (n_expert_max) demand reads started
+    int16_t *upos;            // (n_expert_max) index in uniq of an expert or -1
+    // lookahead predictor
+    bool prefetch;
+    float *pxn;               // (n_batch, n_embd) normed hidden for the predictor
+    float *plogits;           // (n_batch, n_expert_max)
+    int32_t *pids;            // (n_batch, n_used)
+    float *pw;                // (n_batch, n_used)
+    uint8_t *pred;            // (n_blocks, n_expert_max) predicted set for a block
+    bool *has_pred;           // (n_blocks)
+    // I/O busy time
+    double t_busy, t_busy_start;
+    FILE *trace;
+} pt_stream;
+
+// Sets up c->stream and c->ecache from the model parameters (RAM budget,
+// I/O mode, hot-store from the usage file). -1 + err (naming the sizes when
+// the budget is too small).
+int pt_stream_init(petrel_context *c, pt_err *err);
+// Writes the usage file (atomically) and frees the streaming state.
+void pt_stream_free(petrel_context *c);
+// At model open, before the trunk is read: fails clearly when the trunk
+// alone exceeds params.ram_budget.
+int pt_stream_check_trunk(const petrel_model *m, pt_err *err);
+
+// Lookahead: after block il's attention (s->x is the residual stream),
+// predicts block il+1's experts and starts reads for the absent ones.
+void pt_stream_prefetch_next(petrel_context *c, int il, int B);
+// Records recall of block il's prediction against its actual experts.
+void pt_stream_note_actual(petrel_context *c, int il, const int32_t *uniq, int nu);
+
+// I/O busy-time bookkeeping around reads in flight.
+void pt_stream_io_tick(petrel_context *c);
+
+// Streaming fields of petrel_stats / their reset (engine/stream_stats.c).
+void pt_stream_fill_stats(const petrel_context *c, petrel_stats *out);
+void pt_stream_reset_stats(petrel_context *c);
+
+// Trace lines (no-ops without a trace).
+void pt_stream_trace(petrel_context *c, char kind, int il, int B, const int32_t *ids, int n_used);
+
+#endif

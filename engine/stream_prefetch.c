@@ -1,0 +1,75 @@
+// engine/stream_prefetch.c — the lookahead predictor. After block il's
+// attention the residual stream is already close to what block il+1 will
+// route on, so block il+1's gate applied to it (normed with il+1's
+// ffn_norm) predicts il+1's experts; reads start for the predicted experts
+// that are not resident while block il's experts compute. Recall
+// (predicted ∩ actual / actual) is recorded per block.
+#include <string.h>
+
+#include "engine/stream.h"
+#include "kernels/ops.h"
+#include "router/router.h"
+
+// Largest batch for which predictions are issued: a big batch's union
+// covers most experts anyway and would only churn the cache.
+enum { PREFETCH_MAX_BATCH = 4 };
+
+void pt_stream_prefetch_next(petrel_context *c, int il, int B)
+{
+    pt_stream *st = c->stream;
+    const petrel_model *m = c->model;
+    const pt_hparams *hp = &m->hp;
+    const int nx = il + 1;
+    if (!st->prefetch || B > PREFETCH_MAX_BATCH || nx >= (int)hp->n_layer || !m->layers[nx].moe)
+        return;
+    const pt_layer *L = &m->layers[nx];
+    const int n_embd = (int)hp->n_embd, n_used = (int)hp->n_expert_used, ne = (int)hp->n_expert;
+    const pt_router_cfg rc = {
+        .n_expert = ne, .n_used = n_used, .n_group = (int)hp->n_group, .topk_group = (int)hp->topk_group,
+        .gating = (int)hp->gating, .norm = hp->norm_topk, .scale = hp->routed_scale,
+    };
+    for (int b = 0; b < B; b++)
+        pt_rmsnorm(st->pxn + (size_t)b * n_embd, c->s.x + (size_t)b * n_embd, L->ffn_norm, n_embd, hp->rms_eps);
+    pt_gemm(&L->gate_inp, st->pxn, B, st->plogits);
+    uint8_t *pred = st->pred + (size_t)nx * st->n_expert_max;
+    memset(pred, 0, (size_t)st->n_expert_max);
+    for (int b = 0; b < B; b++) {
+        pt_route(&rc, st->plogits + (size_t)b * ne, L->exp_bias, st->pids + (size_t)b * n_used,
+                 st->pw + (size_t)b * n_used, c->s.rscratch);
+        for (int k = 0; k < n_used; k++)
+            pred[st->pids[(size_t)b * n_used + k]] = 1;
+    }
+    st->has_pred[nx] = true;
+    pt_stream_trace(c, 'P', nx, B, st->pids, n_used);
+    // Start reads, at most the layer's share of slots so that predictions
+    // do not evict each other.
+    int budget = pt_ecache_slots(c->ecache, nx);
+    pt_err e;
+    for (int x = 0; x < ne && budget > 0; x++) {
+        if (!pred[x] || pt_ecache_is_ready(c->ecache, nx, x) || pt_ecache_is_loading(c->ecache, nx, x))
+            continue;
+        int r = pt_ecache_request(c->ecache, nx, x, PT_EC_PREFETCH, &e);
+        if (r == PT_EC_NOROOM || r < 0)
+            break;
+        budget--;
+    }
+    pt_stream_io_tick(c);
+}
+
+void pt_stream_note_actual(petrel_context *c, int il, const int32_t *uniq, int nu)
+{
+    pt_stream *st = c->stream;
+    if (!st->has_pred[il])
+        return;
+    st->has_pred[il] = false;
+    const uint8_t *pred = st->pred + (size_t)il * st->n_expert_max;
+    pt_ecache_layer_stats *ls = pt_ecache_lstats(c->ecache, il);
+    uint64_t np = 0, ok = 0;
+    for (int x = 0; x < st->n_expert_max; x++)
+        np += pred[x];
+    for (int i = 0; i < nu; i++)
+        ok += pred[uniq[i]];
+    ls->predicted += np;
+    ls->predicted_correct += ok;
+    ls->actual += (uint64_t)nu;
+}
