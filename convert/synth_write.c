@@ -9,6 +9,7 @@
 // 22 GB run does not fill memory). The shard is fsynced and renamed from
 // its ".tmp" name; the index is written last.
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <omp.h>
@@ -338,6 +339,30 @@ static int make_dir(const char *dir, pt_err *err)
     return 0;
 }
 
+// Removes shards (and temporaries) of an earlier run in dir whose names are
+// not this plan's: e.g. model-00001-of-000003 after switching presets.
+static void remove_stale_shards(const char *dir, uint32_t n_shards)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char keep_suffix[32], path[4096];
+    snprintf(keep_suffix, sizeof keep_suffix, "-of-%06u.safetensors", n_shards);
+    while ((e = readdir(d)) != NULL) {
+        unsigned k, n;
+        int used = 0;
+        if (sscanf(e->d_name, "model-%5u-of-%6u.safetensors%n", &k, &n, &used) != 2 || used < 33)
+            continue;
+        int ours = strcmp(e->d_name + 11, keep_suffix) == 0 && k >= 1 && k <= n_shards;
+        if (!ours || e->d_name[used] != 0) { // other shard count, or a leftover .tmp
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    }
+    closedir(d);
+}
+
 int synth_run(const synth_opts *o, synth_stats *stats, pt_err *err)
 {
     assert(o && o->out_dir);
@@ -361,6 +386,7 @@ int synth_run(const synth_opts *o, synth_stats *stats, pt_err *err)
         synth_plan_free(&pl);
         return pt_errf(err, "synth: out of memory for the router");
     }
+    remove_stale_shards(o->out_dir, pl.n_shards);
     if (o->threads > 0)
         omp_set_num_threads(o->threads);
     run_ctx c = {.o = o, .p = &p, .pl = &pl, .router = &router};
