@@ -114,12 +114,12 @@ static uint64_t read_words(const uint64_t *p, size_t lo, size_t hi)
 }
 
 // STREAM-like read bandwidth: each thread sums its contiguous share of a
-// buffer larger than the last-level cache; best of 3 timed rounds.
+// buffer larger than the last-level cache; best of 5 timed rounds.
 static double stream_read_gbs(const uint64_t *buf, size_t words, int threads, double min_s)
 {
     double best = 0;
     volatile uint64_t sink = 0;
-    for (int rep = 0; rep < 3; rep++) {
+    for (int rep = 0; rep < 5; rep++) {
         double t0 = now(), t;
         int iters = 0;
         do {
@@ -219,7 +219,7 @@ static double bench_gemv(pt_dtype t, const shape *s, size_t ws, int threads, dou
         pt_gemv(&m, x, y);
     }
     double best = 0;
-    for (int rep = 0; rep < 3; rep++) {
+    for (int rep = 0; rep < 5; rep++) {
         double t0 = now(), el;
         size_t calls = 0;
         do {
@@ -281,7 +281,7 @@ int main(int argc, char **argv)
         ws = 1536u << 20;
     if (quick)
         ws = 256u << 20;
-    const double min_s = quick ? 0.2 : 0.6;
+    const double min_s = quick ? 0.15 : 0.3;
     printf("kernel path: %s  (avx2 %s, avx512vnni %s)  cpus: %d\n", pt_kernel_path_name(),
            pt_kernel_path_supported(PT_PATH_AVX2) ? "yes" : "no",
            pt_kernel_path_supported(PT_PATH_AVX512) ? "yes" : "no", omp_get_num_procs());

@@ -22,6 +22,11 @@
 #define KX_PREFETCH 0
 #endif
 
+// GEMV two rows at a time (1) or one (0).
+#ifndef KX_ROWS2
+#define KX_ROWS2 1
+#endif
+
 #define KX_FN __attribute__((target(KX_TGT)))
 #define KX_IN __attribute__((target(KX_TGT), always_inline)) inline
 
@@ -177,6 +182,43 @@ static KX_IN float KX(row_q8)(const uint8_t *w, const int8_t *xq, const float *x
     return KX(tail_q8)(w, xq, xd, b, nb, acc);
 }
 
+// Two weight rows · one vector (GEMV): the activation loads are shared;
+// per row the arithmetic is row_q4's / row_q8's exactly.
+static KX_IN void KX(rows2_q4)(const uint8_t *w0, const uint8_t *w1, const int8_t *xq, const float *xd,
+                               const int32_t *xs, int64_t nb, float *y0, float *y1)
+{
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        const uint8_t *g0 = w0 + b * 18, *g1 = w1 + b * 18;
+        const __m256i sx = _mm256_loadu_si256((const __m256i *)(xs + b));
+        const __m256 dx = _mm256_loadu_ps(xd + b);
+        const __m256i s0 = _mm256_sub_epi32(KX(group_q4)(g0, xq + b * QK), sx);
+        const __m256i s1 = _mm256_sub_epi32(KX(group_q4)(g1, xq + b * QK), sx);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_mul_ps(KX(scales8)(g0, 16), dx), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_mul_ps(KX(scales8)(g1, 16), dx), acc1);
+    }
+    *y0 = KX(tail_q4)(w0, xq, xd, xs, b, nb, acc0);
+    *y1 = KX(tail_q4)(w1, xq, xd, xs, b, nb, acc1);
+}
+
+static KX_IN void KX(rows2_q8)(const uint8_t *w0, const uint8_t *w1, const int8_t *xq, const float *xd,
+                               int64_t nb, float *y0, float *y1)
+{
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        const uint8_t *g0 = w0 + b * 34, *g1 = w1 + b * 34;
+        const __m256 dx = _mm256_loadu_ps(xd + b);
+        const __m256i s0 = KX(group_q8)(g0, xq + b * QK);
+        const __m256i s1 = KX(group_q8)(g1, xq + b * QK);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_mul_ps(KX(scales8)(g0, 32), dx), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_mul_ps(KX(scales8)(g1, 32), dx), acc1);
+    }
+    *y0 = KX(tail_q8)(w0, xq, xd, b, nb, acc0);
+    *y1 = KX(tail_q8)(w1, xq, xd, b, nb, acc1);
+}
+
 // One weight row · four vectors (GEMM): each weight block is loaded and
 // unpacked once for the four; per vector the arithmetic is row_q4's exactly.
 #define KX_V4(X) X(0) X(1) X(2) X(3)
@@ -310,11 +352,21 @@ static KX_FN void KX(qtile)(pt_dtype t, const uint8_t *w, size_t rb, int64_t nro
         const int8_t *xq = x->qs + (v0 + v) * nb * QK;
         const float *xd = x->d + (v0 + v) * nb;
         const int32_t *xs = x->s8 + (v0 + v) * nb;
+        float *yv = y + v * ldy;
+        int64_t r = 0;
+        if (KX_ROWS2) {
+            if (t == PT_Q4_0)
+                for (; r + 2 <= nrows; r += 2)
+                    KX(rows2_q4)(w + r * rb, w + (r + 1) * rb, xq, xd, xs, nb, yv + r, yv + r + 1);
+            else
+                for (; r + 2 <= nrows; r += 2)
+                    KX(rows2_q8)(w + r * rb, w + (r + 1) * rb, xq, xd, nb, yv + r, yv + r + 1);
+        }
         if (t == PT_Q4_0)
-            for (int64_t r = 0; r < nrows; r++)
-                y[v * ldy + r] = KX(row_q4)(w + r * rb, xq, xd, xs, nb);
+            for (; r < nrows; r++)
+                yv[r] = KX(row_q4)(w + r * rb, xq, xd, xs, nb);
         else
-            for (int64_t r = 0; r < nrows; r++)
-                y[v * ldy + r] = KX(row_q8)(w + r * rb, xq, xd, nb);
+            for (; r < nrows; r++)
+                yv[r] = KX(row_q8)(w + r * rb, xq, xd, nb);
     }
 }
