@@ -17,7 +17,8 @@ static void usage(void)
             "  --print-ids          print the generated ids comma-separated on one line of stdout\n"
             "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --frequency-penalty F\n"
             "  --presence-penalty P --seed S   sampling (default greedy)\n"
-            "  --ignore-eos         do not stop at end-of-sequence tokens\n%s",
+            "  --ignore-eos         do not stop at end-of-sequence tokens\n"
+            "  --spec               MTP speculative decoding (same output, fewer steps)\n%s",
             cli_model_opts_help);
 }
 
@@ -49,13 +50,31 @@ static int parse_sampling(petrel_sampler_params *sp, int argc, char **argv, int 
     return 1;
 }
 
+typedef struct run_out {
+    cli_text *tx;
+    int print_ids;
+    int n;
+} run_out;
+
+static int on_token(void *user, petrel_token t)
+{
+    run_out *o = user;
+    if (o->print_ids)
+        printf("%s%d", o->n ? "," : "", t);
+    else if (o->tx)
+        cli_text_stream_token(o->tx, t, stdout);
+    o->n++;
+    fflush(stdout);
+    return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
     cli_model_opts o;
     cli_model_opts_init(&o);
     petrel_sampler_params sp = petrel_sampler_default_params();
     const char *ids_s = NULL, *prompt = NULL;
-    int n_gen = 32, print_ids = 0, ignore_eos = 0;
+    int n_gen = 32, print_ids = 0, ignore_eos = 0, spec = 0;
     for (int i = 1; i < argc;) {
         int r = cli_model_opt(&o, argc, argv, &i);
         if (r < 0)
@@ -73,6 +92,9 @@ int cmd_run(int argc, char **argv)
             i += 2;
         } else if (!strcmp(argv[i], "--print-ids")) {
             print_ids = 1;
+            i++;
+        } else if (!strcmp(argv[i], "--spec")) {
+            spec = 1;
             i++;
         } else if (!strcmp(argv[i], "--ignore-eos")) {
             ignore_eos = 1;
@@ -116,66 +138,33 @@ int cmd_run(int argc, char **argv)
         }
     }
     const uint32_t n_ctx = petrel_context_n_ctx(c);
-    if ((uint32_t)(n + n_gen) > n_ctx) {
+    if ((uint32_t)(n + n_gen + 1) > n_ctx) {
         fprintf(stderr, "petrel run: prompt (%d) + generation (%d) exceeds the context length %u\n", n, n_gen,
                 n_ctx);
         goto out;
     }
-    petrel_token eos[8];
-    int n_eos = ignore_eos ? 0 : petrel_model_eos(m, eos, 8);
-    petrel_sampler *smp = petrel_sampler_new(&sp, petrel_model_n_vocab(m));
-    petrel_token *hist = malloc(sizeof *hist * (size_t)(n + n_gen + 1));
-    memcpy(hist, ids, sizeof *ids * (size_t)n);
-    int nh = n;
-
-    double t0 = pt_now();
-    // Prefill in batches of the context's batch size.
-    int done = 0;
-    const int nb = 512;
-    while (done < n) {
-        int k = n - done < nb ? n - done : nb;
-        if (petrel_decode(c, ids + done, NULL, k, PETREL_LOGITS_LAST) < 0) {
-            fprintf(stderr, "petrel run: %s\n", petrel_context_error(c));
-            goto out2;
-        }
-        done += k;
-    }
-    double ttft = 0;
-    int n_out = 0;
-    if (tx)
+    petrel_sampler *smp = sp.temperature > 0 ? petrel_sampler_new(&sp, petrel_model_n_vocab(m)) : NULL;
+    run_out ro = {.tx = tx, .print_ids = print_ids || !tx};
+    petrel_gen_params gp = {.n_predict = n_gen, .speculative = spec, .ignore_eos = ignore_eos, .sampler = smp};
+    petrel_gen_result res = {0};
+    if (tx && !print_ids)
         cli_text_stream_begin(tx);
-    for (int g = 0; g < n_gen; g++) {
-        const float *lg = petrel_get_logits(c, g == 0 ? (n - 1 - (n - 1) / nb * nb) : 0);
-        petrel_token t = petrel_sampler_sample(smp, lg, hist, nh);
-        if (g == 0)
-            ttft = pt_now() - t0;
-        hist[nh++] = t;
-        n_out++;
-        bool stop = false;
-        for (int e = 0; e < n_eos; e++)
-            stop |= t == eos[e];
-        if (print_ids) {
-            printf("%s%d", g ? "," : "", t);
-        } else if (tx && !stop) {
-            cli_text_stream_token(tx, t, stdout);
-        }
-        fflush(stdout);
-        if (stop || g + 1 == n_gen)
-            break;
-        if (petrel_decode(c, &t, NULL, 1, PETREL_LOGITS_LAST) < 0) {
-            fprintf(stderr, "\npetrel run: %s\n", petrel_context_error(c));
-            goto out2;
-        }
+    if (n_gen > 0 && petrel_generate(c, ids, n, &gp, on_token, &ro, &res) < 0) {
+        fprintf(stderr, "\npetrel run: %s\n", petrel_context_error(c));
+        goto out2;
     }
     if (tx && !print_ids)
         cli_text_stream_end(tx, stdout);
     printf("\n");
-    fprintf(stderr, "\nTTFT: %.1f ms, %d prompt tokens, %d generated\n", ttft * 1e3, n, n_out);
+    fprintf(stderr, "\nTTFT: %.1f ms, %d prompt tokens, %d generated%s\n", res.ttft_s * 1e3, n, res.n_generated,
+            res.stopped_eos ? " (end of sequence)" : "");
+    if (spec)
+        fprintf(stderr, "speculative (MTP): %d drafts, %d accepted (%.1f%%)\n", res.n_drafted, res.n_accepted,
+                res.n_drafted ? 100.0 * res.n_accepted / res.n_drafted : 0.0);
     petrel_print_stats(c, stderr);
     rc = 0;
 out2:
     petrel_sampler_free(smp);
-    free(hist);
 out:
     free(ids);
     cli_text_close(tx);
