@@ -251,45 +251,6 @@ typedef int (*petrel_token_fn)(void *user, petrel_token token);
 int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt, const petrel_gen_params *gp,
                     petrel_token_fn on_token, void *user, petrel_gen_result *res);
 
-// ---- generation ---------------------------------------------------------------
-
-typedef struct petrel_gen_params {
-    int n_predict;             // tokens to generate (> 0)
-    bool speculative;          // draft one token with the MTP layer and verify it in the
-                               // same batch; the output is identical either way
-    bool ignore_eos;           // do not stop at end-of-generation tokens
-    bool reuse_prefix;         // keep the KV cache's common prefix with the prompt
-    petrel_sampler *sampler;   // NULL = greedy
-    // Optional external drafter used instead of the MTP layer (a draft model,
-    // or tests): returns its guess for the token at position pos, given the
-    // n tokens before it.
-    petrel_token (*draft_fn)(void *user, const petrel_token *tokens, int n, int32_t pos);
-    void *draft_user;
-} petrel_gen_params;
-
-typedef struct petrel_gen_result {
-    int n_prompt;              // prompt tokens
-    int n_prefilled;           // prompt tokens actually computed (less with prefix reuse)
-    int n_generated;           // tokens passed to the callback
-    int n_drafted, n_accepted; // speculative drafts made / accepted
-    double ttft_s;             // call start to the first generated token
-    double t_total_s;
-    bool stopped_eos;          // ended on an end-of-generation token (not passed on)
-    bool stopped_cb;           // the callback asked to stop
-} petrel_gen_result;
-
-// Called for each generated token in order; return non-zero to stop.
-typedef int (*petrel_token_fn)(void *user, petrel_token token);
-
-// Prefills the prompt (in n_batch pieces; with reuse_prefix only what
-// differs from the tokens already in the KV cache) and generates up to
-// n_predict tokens, calling on_token for each. With speculative, every step
-// verifies the MTP draft in a batch of two: the tokens are the same as
-// without it, for any sampler (each position consumes the sampler the same
-// way). Returns 0 or -1 with petrel_context_error() set.
-int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt, const petrel_gen_params *gp,
-                    petrel_token_fn on_token, void *user, petrel_gen_result *res);
-
 #ifdef __cplusplus
 }
 #endif
