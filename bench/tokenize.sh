@@ -23,14 +23,13 @@ TOK="${TOKENIZER:-$ROOT/tests/fixtures/tokenizer/deepseek_v3/tokenizer.json}"
 CASES="$ROOT/tests/fixtures/tokenizer/deepseek_v3/cases.jsonl"
 MIN_SECONDS="${MIN_SECONDS:-2}"
 
-if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-fi
-cmake --build "$BUILD" --target bench_tokenize -j2 >/dev/null
-BIN="$BUILD/bench_tokenize"
-
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/petrel-tokbench-XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
+if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
+fi
+cmake --build "$BUILD" --target bench_tokenize -j2 >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
+BIN="$BUILD/bench_tokenize"
 TEXT="$WORK/mixed10mb.txt"
 "$BIN" gen "$TEXT" 10000000
 

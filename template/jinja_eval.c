@@ -1241,9 +1241,11 @@ static void exec_for(R *r, scope *s, const jnode *n)
         jd_set(r->A, d, "length", 6, I((int64_t)len));
         jd_set(r->A, d, "previtem", 8, i ? items_->v[i - 1] : UNDEF);
         jd_set(r->A, d, "nextitem", 8, i + 1 < len ? items_->v[i + 1] : UNDEF);
-        setvar(r, &ls, "loop", loop);
-        assign(r, &ls, n, n->targets, n->ntargets, items_->v[i]);
-        exec_body(r, &ls, n->body, n->nbody);
+        // assignments in a loop body are cleared at the end of each iteration
+        scope it = {.vars = jv_dict(r->A).d, .parent = s};
+        setvar(r, &it, "loop", loop);
+        assign(r, &it, n, n->targets, n->ntargets, items_->v[i]);
+        exec_body(r, &it, n->body, n->nbody);
         if (r->ctl == 1) {
             r->ctl = 0;
             break;

@@ -133,6 +133,9 @@ Test(template, statements)
     EXPECT("{% for x in [1,2,3,4] %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 4 %}{% break %}{% endif %}"
            "{{ x }}{% endfor %}",
            NULL, "13");
+    // assignments in a loop body are cleared after each iteration (Jinja2
+    // docs, "Scoping Behavior"); a namespace carries values
+    EXPECT("{% set c = 5 %}{% for i in [1,2,3] %}{% set c = c + i %}{{ c }}{% endfor %}", NULL, "678");
     // set inside a loop does not leak; a namespace does
     EXPECT("{% set c = 0 %}{% set ns = namespace(c=0) %}{% for i in [1,2] %}{% set c = c + i %}"
            "{% set ns.c = ns.c + i %}{% endfor %}{{ c }} {{ ns.c }}",
