@@ -153,46 +153,61 @@ static int ensure(pt_convbuf *b, uint64_t elems, pt_err *err)
     return 0;
 }
 
-int pt_src_rows_f32(const pt_src_view *v, uint64_t r0, uint64_t n, uint8_t *raw, float *dst, pt_err *err)
+// Converts one raw source row (row index r of the tensor) to float32.
+static void dequant_row(const pt_src_view *v, uint64_t r, const uint8_t *x, float *y)
+{
+    const uint64_t C = v->cols;
+    switch (v->t->dtype) {
+    case ST_F8_E4M3: {
+        const float *srow = v->scale + (r / FP8_BLOCK) * v->scale_cols;
+        for (uint64_t j0 = 0; j0 < C; j0 += FP8_BLOCK) {
+            const float s = srow[j0 / FP8_BLOCK];
+            const uint64_t j1 = j0 + FP8_BLOCK < C ? j0 + FP8_BLOCK : C;
+            for (uint64_t j = j0; j < j1; j++)
+                y[j] = fp8_lut[x[j]] * s;
+        }
+        break;
+    }
+    case ST_BF16:
+        for (uint64_t j = 0; j < C; j++) {
+            uint16_t h;
+            memcpy(&h, x + 2 * j, 2);
+            y[j] = pt_bf16_to_f32(h);
+        }
+        break;
+    case ST_F16:
+        for (uint64_t j = 0; j < C; j++) {
+            uint16_t h;
+            memcpy(&h, x + 2 * j, 2);
+            y[j] = pt_fp16_to_f32(h);
+        }
+        break;
+    default:
+        memcpy(y, x, C * 4);
+        break;
+    }
+}
+
+// Reads the raw bytes of rows [r0, r0 + n) into raw.
+static int read_rows_raw(const pt_src_view *v, uint64_t r0, uint64_t n, uint8_t *raw, pt_err *err)
 {
     assert(r0 + n <= v->rows);
-    pthread_once(&fp8_once, fp8_init);
     const st_tensor *t = v->t;
     size_t es = st_dtype_size(t->dtype);
     uint64_t C = v->cols;
-    if (pread_full(v->f->fd, v->f->path, t->name, raw, n * C * es, t->begin + r0 * C * es, err) < 0)
+    return pread_full(v->f->fd, v->f->path, t->name, raw, n * C * es, t->begin + r0 * C * es, err);
+}
+
+int pt_src_rows_f32(const pt_src_view *v, uint64_t r0, uint64_t n, uint8_t *raw, float *dst, pt_err *err)
+{
+    pthread_once(&fp8_once, fp8_init);
+    if (read_rows_raw(v, r0, n, raw, err) < 0)
         return -1;
+    const uint64_t C = v->cols, rb = C * st_dtype_size(v->t->dtype);
     int64_t nr = (int64_t)n;
 #pragma omp parallel for schedule(static) if (n * C >= PAR_MIN)
-    for (int64_t i = 0; i < nr; i++) {
-        float *y = dst + (uint64_t)i * C;
-        const uint8_t *x = raw + (uint64_t)i * C * es;
-        switch (t->dtype) {
-        case ST_F8_E4M3: {
-            const float *srow = v->scale + ((r0 + (uint64_t)i) / FP8_BLOCK) * v->scale_cols;
-            for (uint64_t j = 0; j < C; j++)
-                y[j] = fp8_lut[x[j]] * srow[j / FP8_BLOCK];
-            break;
-        }
-        case ST_BF16:
-            for (uint64_t j = 0; j < C; j++) {
-                uint16_t h;
-                memcpy(&h, x + 2 * j, 2);
-                y[j] = pt_bf16_to_f32(h);
-            }
-            break;
-        case ST_F16:
-            for (uint64_t j = 0; j < C; j++) {
-                uint16_t h;
-                memcpy(&h, x + 2 * j, 2);
-                y[j] = pt_fp16_to_f32(h);
-            }
-            break;
-        default:
-            memcpy(y, x, C * 4);
-            break;
-        }
-    }
+    for (int64_t i = 0; i < nr; i++)
+        dequant_row(v, r0 + (uint64_t)i, raw + (uint64_t)i * rb, dst + (uint64_t)i * C);
     return 0;
 }
 
@@ -216,16 +231,32 @@ int pt_unit_convert(const pt_plan *p, const pt_unit *u, const pt_src_view *v, in
     const pt_hparams *hp = &p->cfg->hp;
     const uint64_t C = v->cols;
     if (ot->xform == PT_X_COPY) {
+        // Row by row: dequantise into a small per-thread buffer (stays in cache)
+        // and encode straight away.
         uint64_t per = CHUNK_ELEMS / C ? CHUNK_ELEMS / C : 1;
         if (per > v->rows)
             per = v->rows;
         if (ensure(b, per * C, err) < 0)
             return -1;
-        size_t rb = pt_row_bytes(ot->type, C);
+        const size_t rb = pt_row_bytes(ot->type, C), in_rb = C * st_dtype_size(v->t->dtype);
         for (uint64_t r0 = 0; r0 < v->rows; r0 += per) {
             uint64_t n = v->rows - r0 < per ? v->rows - r0 : per;
-            if (pt_src_rows_f32(v, r0, n, b->raw, b->f32, err) < 0 ||
-                emit_rows(ot, b->f32, n, C, u->out_offset + r0 * rb, out_fd, out_path, b, err) < 0)
+            if (read_rows_raw(v, r0, n, b->raw, err) < 0)
+                return -1;
+            int64_t nr = (int64_t)n;
+#pragma omp parallel if (n * C >= PAR_MIN)
+            {
+                float *row = malloc(C * sizeof *row);
+                if (!row)
+                    abort(); // a few KiB: nothing sensible to do without them
+#pragma omp for schedule(static)
+                for (int64_t i = 0; i < nr; i++) {
+                    dequant_row(v, r0 + (uint64_t)i, b->raw + (uint64_t)i * in_rb, row);
+                    pt_quantize_row(ot->type, row, b->out + (uint64_t)i * rb, (int64_t)C);
+                }
+                free(row);
+            }
+            if (pwrite_full(out_fd, out_path, ot->spec.name, b->out, n * rb, u->out_offset + r0 * rb, err) < 0)
                 return -1;
         }
         return 0;
