@@ -5,9 +5,6 @@
 
 #include "format/gguf.h"
 
-// TEMPORARY until tokenizer/ provides it: weak so the build links meanwhile.
-extern pt_tokenizer *pt_tokenizer_from_gguf(const gguf_file *g, pt_err *err) __attribute__((weak));
-
 cli_text *cli_text_open(const petrel_model *m, char *errbuf, size_t errlen)
 {
     pt_err err = {{0}};
@@ -16,11 +13,7 @@ cli_text *cli_text_open(const petrel_model *m, char *errbuf, size_t errlen)
         snprintf(errbuf, errlen, "%s", err.msg);
         return NULL;
     }
-    pt_tokenizer *tok = NULL;
-    if (pt_tokenizer_from_gguf)
-        tok = pt_tokenizer_from_gguf(g, &err);
-    else
-        pt_errf(&err, "tokenizer support is not built in");
+    pt_tokenizer *tok = pt_tokenizer_from_gguf(g, &err);
     gguf_close(g);
     if (!tok) {
         snprintf(errbuf, errlen, "%s", err.msg);
