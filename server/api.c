@@ -116,7 +116,8 @@ static int ids_of(json_object *a, int n_vocab, petrel_token **ids, char *msg, si
         int64_t x = json_object_get_int64(v);
         if (!json_object_is_type(v, json_type_int) || x < 0 || x >= n_vocab) {
             free(t);
-            return BAD("prompt", "prompt[%zu] is not a token id in [0, %d)", i, n_vocab);
+            BAD("prompt", "prompt[%zu] is not a token id in [0, %d)", i, n_vocab);
+            return -1;
         }
         t[i] = (petrel_token)x;
     }
