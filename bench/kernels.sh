@@ -12,7 +12,13 @@
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build}
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" -j"$(nproc)" --target bench_kernels >/dev/null
+LOG=$(mktemp)
+trap 'rm -f "$LOG"' EXIT
+if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release &&
+       cmake --build "$BUILD" -j"$(nproc)" --target bench_kernels; } >"$LOG" 2>&1; then
+    cat "$LOG" >&2
+    echo "bench/kernels.sh: build failed" >&2
+    exit 1
+fi
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cpus"
-exec "$BUILD/bench_kernels" "$@"
+"$BUILD/bench_kernels" "$@"
