@@ -41,10 +41,10 @@ static int scratch_alloc(pt_scratch *s, const pt_hparams *hp, uint64_t B, uint64
     s->qa = falloc(B * (hp->q_lora_rank ? hp->q_lora_rank : 1));
     s->q = falloc(B * H * qd);
     s->kva = falloc(B * (kvl + hp->qk_rope));
-    s->qh = falloc(B * hp->qk_nope);
+    s->qh = falloc(H * B * hp->qk_nope);
     s->qlat = falloc(H * B * kvl);
     s->olat = falloc(H * B * kvl);
-    s->oh = falloc(B * hp->v_head);
+    s->oh = falloc(H * B * hp->v_head);
     s->attn = falloc(B * H * hp->v_head);
     s->scores = falloc((uint64_t)n_threads * n_ctx);
     s->ff_a = falloc(B * ff);

@@ -18,10 +18,10 @@ typedef struct pt_scratch {
     float *qa;       // (B, q_lora)
     float *q;        // (B, H*(nope+rope))
     float *kva;      // (B, kv_lora+rope)
-    float *qh;       // (B, nope) one head's q_nope, gathered
+    float *qh;       // (H, B, nope) each head's q_nope, gathered
     float *qlat;     // (H, B, kv_lora) absorbed queries
     float *olat;     // (H, B, kv_lora) attention-weighted latents
-    float *oh;       // (B, v) one head's output
+    float *oh;       // (H, B, v) each head's output
     float *attn;     // (B, H*v)
     float *scores;   // (n_threads, n_ctx)
     float *ff_a;     // (B, max(n_ff, n_ff_exp*n_shared, n_ff_exp))

@@ -75,13 +75,16 @@ static void attention(petrel_context *c, int il, int B)
             rope_apply(m, s->q + (size_t)b * H * qd + (size_t)h * qd + nope, s->pos[b]);
     }
 
-    // Absorb k_b into the queries: qlat[h][b] = k_b[h] (kv_lora x nope) . q_nope[b][h]
+    // Absorb k_b into the queries: qlat[h][b] = k_b[h] (kv_lora x nope) . q_nope[b][h].
+    // One head per thread (the products inside run single-threaded; results
+    // do not depend on that).
+#pragma omp parallel for schedule(static)
     for (int h = 0; h < H; h++) {
+        float *qh = s->qh + (size_t)h * B * nope;
         for (int b = 0; b < B; b++)
-            memcpy(s->qh + (size_t)b * nope, s->q + (size_t)b * H * qd + (size_t)h * qd,
-                   sizeof(float) * (size_t)nope);
+            memcpy(qh + (size_t)b * nope, s->q + (size_t)b * H * qd + (size_t)h * qd, sizeof(float) * (size_t)nope);
         pt_mat kb = sub_rows(&L->k_b, (int64_t)h * kvl, kvl);
-        pt_gemm(&kb, s->qh, B, s->qlat + (size_t)h * B * kvl);
+        pt_gemm(&kb, qh, B, s->qlat + (size_t)h * B * kvl);
     }
 
     // Scores over the latent cache, softmax, weighted sum of latents. Each
@@ -106,13 +109,14 @@ static void attention(petrel_context *c, int il, int B)
             pt_axpy(ol, sc[t], cache + (size_t)t * kvd, kvl);
     }
 
-    // Value up-projection per head, then the output projection.
+    // Value up-projection per head (one head per thread), then the output projection.
+#pragma omp parallel for schedule(static)
     for (int h = 0; h < H; h++) {
+        float *oh = s->oh + (size_t)h * B * vd;
         pt_mat vb = sub_rows(&L->v_b, (int64_t)h * vd, vd);
-        pt_gemm(&vb, s->olat + (size_t)h * B * kvl, B, s->oh);
+        pt_gemm(&vb, s->olat + (size_t)h * B * kvl, B, oh);
         for (int b = 0; b < B; b++)
-            memcpy(s->attn + (size_t)b * H * vd + (size_t)h * vd, s->oh + (size_t)b * vd,
-                   sizeof(float) * (size_t)vd);
+            memcpy(s->attn + (size_t)b * H * vd + (size_t)h * vd, oh + (size_t)b * vd, sizeof(float) * (size_t)vd);
     }
     pt_gemm(&L->o, s->attn, B, s->tmp);
 }
