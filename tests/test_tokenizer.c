@@ -492,3 +492,34 @@ Test(tokenizer, concurrent_encodes, .init = setup, .fini = teardown)
         json_object_put(cases[i]);
     free(cases);
 }
+
+// Characters added in Unicode 15.0-16.0 (PCRE2 10.42 has Unicode 14): HF's
+// Oniguruma classifies them, so Petrel must too (tok_unicode.c); a Unicode
+// 17.0 character stays unassigned as in HF. Reference ids from HF
+// tokenizers 0.23.2 (Node binding) on the fixture tokenizer.
+Test(tokenizer, unicode_15_16_characters, .init = setup, .fini = teardown)
+{
+    static const struct {
+        const char *text;
+        int n;
+        int32_t ids[8];
+    } cases[] = {
+        {"a \xF0\xAE\xAF\xB0", 5, {67, 86387, 109, 110, 111}},              // U+2EBF0 CJK Ext I (15.1, Lo)
+        {"a \xF0\x91\xBC\x84", 5, {67, 86387, 242, 123, 229}},              // U+11F04 Kawi (15.0, Lo)
+        {"a \xF0\xB1\x8D\x90", 5, {67, 86387, 112, 238, 241}},              // U+31350 CJK Ext H (15.0)
+        {"a \xE2\xBF\xBC", 4, {67, 1327, 126, 123}},                       // U+2FFC (15.1, So)
+        {"a \xF0\x9E\x80\xB0", 5, {67, 86387, 255, 225, 111}},              // U+1E030 (15.0, Lm)
+        {"a \xE1\xB2\x89", 4, {67, 8751, 113, 234}},                       // U+1C89 (16.0, Lu)
+        {"a \xF0\x90\xA5\x80", 5, {67, 223, 120577, 101, 225}},             // U+10940 Sidetic (17.0): unassigned
+        {"hi \xF0\x9F\xAB\xA8\xF0\x9F\xA9\xB7 ok", 8, {6366, 7351, 107, 104, 3574, 105, 118, 9109}}, // new emoji
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int32_t *ids;
+        pt_err err = {{0}};
+        int64_t n = pt_tokenizer_encode(tok, cases[i].text, strlen(cases[i].text), true, false, &ids, &err);
+        cr_expect_eq(n, cases[i].n, "case %zu: %lld ids", i, (long long)n);
+        for (int k = 0; k < cases[i].n && k < n; k++)
+            cr_expect_eq(ids[k], cases[i].ids[k], "case %zu id %d", i, k);
+        free(ids);
+    }
+}

@@ -190,6 +190,11 @@ void tok_cache_free(tok_cache *c);
 // PCRE2 (UTF, UCP, invalid UTF tolerated, JIT). NULL + err on failure.
 pcre2_code *tok_regex_compile(const char *pattern, bool literal, const char *where, pt_err *err);
 
+// Code points of general category prop (e.g. "L", "Nd") that PCRE2's
+// Unicode tables lack but HF's Oniguruma has, as a PCRE2 class body
+// ("\\x{..}-\\x{..}..."); NULL if none (tok_unicode.c).
+const char *tok_unicode_extra(const char *prop, size_t len);
+
 // Builds tries once t->added is complete.
 void tok_trie_build(tok_trie *tr, const pt_tokenizer *t, bool normalized);
 void tok_trie_free(tok_trie *tr);

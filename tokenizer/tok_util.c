@@ -260,6 +260,40 @@ static char *translate_onig(const char *pat)
     int depth = 0;
     sb_put(&b, "", 0);
     for (const char *p = pat; *p; p++) {
+        if (*p == '\\' && (p[1] == 'p' || p[1] == 'P')) {
+            // \p{X} / \pX / \P{X} / \p{^X}: add the code points Unicode
+            // 15.0-16.0 gave to general category X (tok_unicode.c)
+            bool neg = p[1] == 'P';
+            const char *name = p + 2, *end = name + 1;
+            if (*name == '{') {
+                name++;
+                end = strchr(name, '}');
+                if (!end) {
+                    sb_put(&b, p, strlen(p));
+                    break;
+                }
+            }
+            size_t used = (size_t)(end - p) + (p[2] == '{');
+            if (*name == '^') {
+                neg = !neg;
+                name++;
+            }
+            const char *extra = *name ? tok_unicode_extra(name, (size_t)(end - name)) : NULL;
+            if (!extra || (neg && in_class)) {
+                sb_put(&b, p, used);
+            } else {
+                char cls[64];
+                snprintf(cls, sizeof cls, "\\p{%.*s}", (int)(end - name), name);
+                if (!in_class)
+                    sb_put(&b, neg ? "[^" : "[", neg ? 2 : 1);
+                sb_put(&b, cls, strlen(cls));
+                sb_put(&b, extra, strlen(extra));
+                if (!in_class)
+                    sb_put(&b, "]", 1);
+            }
+            p += used - 1;
+            continue;
+        }
         if (*p == '\\' && p[1]) {
             char c = p[1];
             const char *rep = NULL;
