@@ -65,11 +65,31 @@ pt_kernel_path pt_kernel_set_path(pt_kernel_path p)
     return prev;
 }
 
+// PETREL_KERNELS=scalar|avx2|avxvnni|avx512 in the environment overrides
+// the automatic choice (until pt_kernel_set_path is called), e.g. to run a
+// whole model on the scalar path and compare outputs bit for bit.
+static pt_kernel_path env_path(void)
+{
+    const char *e = getenv("PETREL_KERNELS");
+    if (!e)
+        return PT_PATH_AUTO;
+    if (!strcmp(e, "scalar"))
+        return PT_PATH_SCALAR;
+    if (!strcmp(e, "avx2"))
+        return PT_PATH_AVX2;
+    if (!strcmp(e, "avxvnni"))
+        return PT_PATH_AVXVNNI;
+    if (!strcmp(e, "avx512") || !strcmp(e, "avx512vnni"))
+        return PT_PATH_AVX512;
+    return PT_PATH_AUTO;
+}
+
 const pt_kern *pt_kern_current(void)
 {
     const pt_kern *k = atomic_load_explicit(&g_kern, memory_order_acquire);
     if (!k) {
-        k = resolve((pt_kernel_path)atomic_load(&g_path));
+        pt_kernel_path p = (pt_kernel_path)atomic_load(&g_path);
+        k = resolve(p == PT_PATH_AUTO ? env_path() : p);
         atomic_store(&g_kern, k);
     }
     return k;

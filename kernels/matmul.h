@@ -48,7 +48,9 @@ void pt_matmul_scratch_free(void);
 // Which code path runs ("scalar", "avx2", "avxvnni", "avx512vnni"); can be forced for
 // tests. Returns the previous setting. Forcing a path the CPU lacks falls
 // back to the best supported one below it (check pt_kernel_path_supported).
-// Not meant to be changed while other threads are multiplying.
+// Not meant to be changed while other threads are multiplying. Without a
+// call, the environment variable PETREL_KERNELS (scalar | avx2 | avxvnni |
+// avx512) chooses the path; otherwise the best one the CPU supports.
 typedef enum {
     PT_PATH_AUTO = 0,
     PT_PATH_SCALAR,
