@@ -24,7 +24,7 @@
 // fails half-way (use it as the suite's .fini).
 static pid_t st_live[8];
 
-static void st_cleanup(void)
+__attribute__((unused)) static void st_cleanup(void)
 {
     for (int i = 0; i < 8; i++)
         if (st_live[i] > 0) {
@@ -82,7 +82,7 @@ typedef struct st_server {
 
 // Starts `petrel serve -m model --port 0 <extra>` and waits (bounded) for it
 // to listen. The server's stderr goes to dir/server.log.
-static st_server st_start(const char *model, const char *extra)
+__attribute__((unused)) static st_server st_start(const char *model, const char *extra)
 {
     st_server s = {0};
     s.dir = tu_tmpdir("srv");
@@ -119,7 +119,7 @@ static st_server st_start(const char *model, const char *extra)
 }
 
 // SIGTERM, then waits (bounded) for a clean exit (status 0).
-static void st_stop(st_server *s)
+__attribute__((unused)) static void st_stop(st_server *s)
 {
     kill(s->pid, SIGTERM);
     int st = 0;
@@ -149,7 +149,7 @@ static void st_stop(st_server *s)
 // One HTTP request with curl. body (may be NULL) is sent from a file;
 // extra is more curl arguments. Returns the status (0 if none); *out
 // gets the response body (malloc'ed) when out != NULL.
-static int st_http(const st_server *s, const char *method, const char *path, const char *body, const char *extra,
+__attribute__((unused)) static int st_http(const st_server *s, const char *method, const char *path, const char *body, const char *extra,
                    char **out)
 {
     char bodyf[1100], respf[1100];
