@@ -19,6 +19,7 @@ typedef struct slot {
     int failed;          // a slice read failed
     bool hot;            // hot-store slot: never evicted
     bool prefetched;     // filled by prefetch and not used since
+    char *errmsg;        // first slice-read failure of the load in flight (heap), or NULL
     uint64_t last_use;   // LRU clock
     unsigned char *mem;  // (slot_bytes,) aligned
 } slot;
@@ -367,8 +368,10 @@ int pt_ecache_wait(pt_ecache *c, int *il, int *e, pt_err *err)
         slot *s = &L->slots[si];
         if (rc < 0 && !s->failed) {
             s->failed = 1;
-            pt_errf(err, "layer %d expert %d (%s slice): %s", l, x, k == 0 ? "gate" : k == 1 ? "up" : "down",
+            pt_err m;
+            pt_errf(&m, "layer %d expert %d (%s slice): %s", l, x, k == 0 ? "gate" : k == 1 ? "up" : "down",
                     rerr.msg);
+            s->errmsg = strdup(m.msg);
         }
         if (--s->reads_left > 0)
             continue;
@@ -376,6 +379,9 @@ int pt_ecache_wait(pt_ecache *c, int *il, int *e, pt_err *err)
         *il = l;
         *e = x;
         if (s->failed) {
+            pt_errf(err, "%s", s->errmsg ? s->errmsg : "read failed");
+            free(s->errmsg);
+            s->errmsg = NULL;
             evict(L, si);
             return -1;
         }

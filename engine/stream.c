@@ -183,10 +183,13 @@ int pt_stream_init(petrel_context *c, pt_err *err)
         else if (have_heat && P->experts_per_layer <= 0)
             pin = eb / 2;
         if (P->experts_per_layer <= 0) {
-            // keep enough LRU slots for a token's experts in every layer
+            // keep LRU room for a token's experts in every layer (or half
+            // the expert budget, at least one expert per layer)
             uint64_t keep = min_lru * (hp->n_expert_used ? hp->n_expert_used : 1);
             if (keep > eb / 2)
-                keep = eb / 2 > min_lru ? eb / 2 : min_lru;
+                keep = eb / 2;
+            if (keep < min_lru)
+                keep = min_lru;
             pin = eb > keep ? (pin < eb - keep ? pin : eb - keep) : 0;
         }
     }
