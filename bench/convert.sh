@@ -65,12 +65,15 @@ in_b=$(get in_bytes)
 out_b=$(get out_bytes)
 secs=$(get seconds)
 rss=$(get peak_rss_bytes)
+cpu=$(get cpu_seconds)
+echo "load average during the run (2-core machine shared with others): $(cut -d' ' -f1-3 /proc/loadavg)"
 
-awk -v ib="$in_b" -v ob="$out_b" -v s="$secs" -v d="$disk_mbs" -v r="$rss" 'BEGIN {
+awk -v ib="$in_b" -v ob="$out_b" -v s="$secs" -v d="$disk_mbs" -v r="$rss" -v c="$cpu" 'BEGIN {
     in_mbs = ib / s / 1e6; out_mbs = ob / s / 1e6;
     printf "input  %.1f MB in %.1f s: %.1f MB/s\n", ib / 1e6, s, in_mbs;
     printf "output %.1f MB: %.1f MB/s (disk sequential write %.1f MB/s, ratio %.2f)\n", ob / 1e6, out_mbs, d, out_mbs / d;
     printf "peak RSS %.1f MB\n", r / 1e6;
+    printf "CPU %.1f s: %.1f MB of input per CPU-second\n", c, ib / c / 1e6;
     printf "RESULT in_mbs=%.1f out_mbs=%.1f disk_write_mbs=%.1f write_ratio=%.3f peak_rss_mb=%.1f\n",
            in_mbs, out_mbs, d, out_mbs / d, r / 1e6;
 }'

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -435,6 +436,15 @@ static int finish(conv *c, pt_err *err)
     return 0;
 }
 
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec * 1e-6;
+}
+
 static void print_summary(conv *c, double secs, FILE *f)
 {
     const pt_plan *p = &c->plan;
@@ -451,8 +461,11 @@ static void print_summary(conv *c, double secs, FILE *f)
             fprintf(f, "  fallback: %s row length %llu is not a multiple of 32: %s instead of %s\n",
                     p->tensors[i].spec.name, (unsigned long long)p->tensors[i].spec.ne[0],
                     pt_dtype_name(p->tensors[i].type), pt_dtype_name(p->tensors[i].requested));
-    fprintf(f, "SUMMARY in_bytes=%llu out_bytes=%llu seconds=%.3f peak_rss_bytes=%llu fallbacks=%u\n",
-            (unsigned long long)c->in_bytes, (unsigned long long)p->file_size, secs,
+    double cpu = cpu_seconds();
+    fprintf(f, "  CPU time %.1f s (user + system, all threads): %.1f MB of input per CPU-second\n", cpu,
+            cpu > 0 ? in_gb * 1e3 / cpu : 0);
+    fprintf(f, "SUMMARY in_bytes=%llu out_bytes=%llu seconds=%.3f cpu_seconds=%.3f peak_rss_bytes=%llu fallbacks=%u\n",
+            (unsigned long long)c->in_bytes, (unsigned long long)p->file_size, secs, cpu,
             (unsigned long long)pt_peak_rss_bytes(), p->n_fallbacks);
 }
 
