@@ -19,6 +19,7 @@
 #define TGTI __attribute__((target("avx2,fma,f16c"), always_inline)) inline
 
 #define KX_TGT "avx2,fma,f16c"
+#define KX_PAIR16 1 // Q4_0 pair sums folded in int16 (see kern_x86_body.h)
 #define KX(name) name##_avx2
 #define KX_DOT(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1))
 #define KX_DOT2(u1, s1, u2, s2) \

@@ -92,6 +92,33 @@ static KX_IN __m256i KX(bdot_q8)(const uint8_t *wb, const int8_t *xq)
 }
 
 // Group of 8 Q4_0 blocks -> lane j = nibble dot of block j.
+#ifdef KX_PAIR16
+// maddubs path: keep the pair sums in int16 and fold with hadd_epi16 before
+// the one madd. No overflow: a pair lane is <= 2 * 2 * 15 * 127 = 7620 in
+// magnitude, after two hadds <= 30480 < 32767 (activation quants are in
+// [-127, 127]).
+static KX_IN __m256i KX(pdot16_q4)(const uint8_t *wa, const uint8_t *wb, const int8_t *xp)
+{
+    const __m256i raw = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(wa + 2))),
+        _mm_loadu_si128((const __m128i *)(wb + 2)), 1);
+    const __m256i m = _mm256_set1_epi8(0x0F);
+    const __m256i lo = _mm256_and_si256(raw, m);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m);
+    return _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_load_si256((const __m256i *)xp)),
+                            _mm256_maddubs_epi16(hi, _mm256_load_si256((const __m256i *)(xp + 32))));
+}
+
+static KX_IN __m256i KX(group_q4)(const uint8_t *w, const int8_t *xg)
+{
+    const __m256i p0 = KX(pdot16_q4)(w, w + 4 * 18, xg);
+    const __m256i p1 = KX(pdot16_q4)(w + 18, w + 5 * 18, xg + 64);
+    const __m256i p2 = KX(pdot16_q4)(w + 2 * 18, w + 6 * 18, xg + 128);
+    const __m256i p3 = KX(pdot16_q4)(w + 3 * 18, w + 7 * 18, xg + 192);
+    const __m256i c = _mm256_hadd_epi16(_mm256_hadd_epi16(p0, p1), _mm256_hadd_epi16(p2, p3));
+    return _mm256_madd_epi16(c, _mm256_set1_epi16(1));
+}
+#else
 static KX_IN __m256i KX(group_q4)(const uint8_t *w, const int8_t *xg)
 {
     const __m256i v0 = KX(pdot_q4)(w, w + 4 * 18, xg);
@@ -100,6 +127,7 @@ static KX_IN __m256i KX(group_q4)(const uint8_t *w, const int8_t *xg)
     const __m256i v3 = KX(pdot_q4)(w + 3 * 18, w + 7 * 18, xg + 192);
     return _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
 }
+#endif
 
 static KX_IN __m256i KX(group_q8)(const uint8_t *w, const int8_t *xg)
 {
