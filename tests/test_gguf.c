@@ -290,3 +290,91 @@ Test(gguf, tensor_specs_follow_contract)
     cr_assert_eq(n_exps, 3 * 4); // MoE blocks 1,2,3 and MTP block 4
     free(s);
 }
+
+// Writes a header-only GGUF (no tensors) built by fill() and opens it.
+static gguf_file *open_meta(const char *dir, void (*fill)(gguf_writer *), pt_err *err)
+{
+    gguf_writer *w = gguf_writer_new(32);
+    fill(w);
+    uint64_t hlen;
+    void *h = gguf_writer_header(w, &hlen);
+    char path[512];
+    snprintf(path, sizeof path, "%s/meta.gguf", dir);
+    write_bytes(path, h, hlen);
+    free(h);
+    gguf_writer_free(w);
+    return gguf_open(path, err);
+}
+
+// What another tool might write: legacy MLA keys (no *_mla), no petrel.*
+// keys, no gating/group keys, per-layer FFN length arrays, i32 token ids.
+static void fill_foreign(gguf_writer *w)
+{
+    gguf_w_str(w, "general.architecture", "deepseek2");
+    gguf_w_u32(w, "deepseek2.block_count", 3);
+    gguf_w_u32(w, "deepseek2.context_length", 4096);
+    gguf_w_u32(w, "deepseek2.embedding_length", 64);
+    gguf_w_u32(w, "deepseek2.attention.head_count", 2);
+    gguf_w_u32(w, "deepseek2.attention.kv_lora_rank", 32);
+    gguf_w_f32(w, "deepseek2.attention.layer_norm_rms_epsilon", 1e-6f);
+    gguf_w_u32(w, "deepseek2.attention.key_length", 48);   // nope 32 + rope 16
+    gguf_w_u32(w, "deepseek2.attention.value_length", 32);
+    gguf_w_u32(w, "deepseek2.rope.dimension_count", 16);
+    uint32_t ffe[3] = {0, 96, 96}, ff[3] = {128, 0, 0};
+    gguf_w_arr_u32(w, "deepseek2.expert_feed_forward_length", ffe, 3);
+    gguf_w_arr_u32(w, "deepseek2.feed_forward_length", ff, 3);
+    gguf_w_u32(w, "deepseek2.leading_dense_block_count", 1);
+    gguf_w_u32(w, "deepseek2.expert_count", 8);
+    gguf_w_u32(w, "deepseek2.expert_used_count", 2);
+    gguf_w_u32(w, "deepseek2.expert_shared_count", 1);
+    gguf_w_str(w, "deepseek2.rope.scaling.type", "yarn");
+    gguf_w_f32(w, "deepseek2.rope.scaling.factor", 4.0f);
+    gguf_w_u32(w, "deepseek2.rope.scaling.original_context_length", 1024);
+    gguf_w_f32(w, "deepseek2.rope.scaling.yarn_log_multiplier", 0.0707f);
+    gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
+    const char *toks[5] = {"a", "b", "c", "d", "e"};
+    gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, 5);
+    gguf_w_i32(w, "tokenizer.ggml.eos_token_id", 4);
+}
+
+static void fill_bad_type(gguf_writer *w)
+{
+    fill_foreign(w);
+    gguf_w_i32(w, "deepseek2.nextn_predict_layers", 1); // must be u32
+}
+
+Test(gguf, hparams_from_foreign_files)
+{
+    char *dir = tu_tmpdir("gguf");
+    pt_err err = {0};
+    gguf_file *g = open_meta(dir, fill_foreign, &err);
+    cr_assert_not_null(g, "%s", err.msg);
+    pt_hparams hp;
+    cr_assert_eq(pt_hparams_from_gguf(g, &hp, &err), 0, "%s", err.msg);
+    cr_assert_eq(hp.n_layer, 3);
+    cr_assert_eq(hp.n_nextn, 0);
+    cr_assert_eq(hp.qk_nope, 32);
+    cr_assert_eq(hp.v_head, 32);
+    cr_assert_eq(hp.n_ff_exp, 96);
+    cr_assert_eq(hp.n_ff, 128);
+    cr_assert_eq(hp.n_vocab, 5);          // from the token list
+    cr_assert_eq(hp.gating, 1);           // llama.cpp's default: softmax
+    cr_assert_eq(hp.n_group, 1);
+    cr_assert_eq(hp.q_lora_rank, 0);
+    cr_assert(hp.yarn);
+    cr_assert_float_eq(hp.yarn_mscale_all_dim, 0.707f, 1e-6);
+    cr_assert_eq(hp.yarn_mscale, hp.yarn_mscale_all_dim);
+    cr_assert_eq(hp.yarn_beta_fast, 32.0f);
+    cr_assert_eq(hp.yarn_beta_slow, 1.0f);
+    cr_assert_eq(hp.n_eos, 1);
+    cr_assert_eq(hp.eos_ids[0], 4);
+    cr_assert_eq(hp.bos_id, -1);
+    gguf_close(g);
+    g = open_meta(dir, fill_bad_type, &err);
+    cr_assert_not_null(g, "%s", err.msg);
+    cr_assert_eq(pt_hparams_from_gguf(g, &hp, &err), -1);
+    cr_assert(strstr(err.msg, "deepseek2.nextn_predict_layers") && strstr(err.msg, "i32"), "%s", err.msg);
+    gguf_close(g);
+    tu_rmrf(dir);
+    free(dir);
+}
