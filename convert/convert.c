@@ -393,7 +393,11 @@ static int process_shard(conv *c, uint32_t s, pt_convbuf *buf, pt_err *err)
         pt_src_view_free(&v);
         if (rc < 0)
             return -1;
-        snprintf(detail, sizeof detail, "shard %u/%u", s + 1, c->ix.n_shards);
+        if (c->prog.tty) // the bar has no byte counts of its own
+            snprintf(detail, sizeof detail, "shard %u/%u, %.0f/%.0f MB", s + 1, c->ix.n_shards,
+                     (double)(c->prog.done + v.in_bytes) / 1e6, (double)c->prog.total / 1e6);
+        else
+            snprintf(detail, sizeof detail, "shard %u/%u", s + 1, c->ix.n_shards);
         pt_progress_update(&c->prog, c->prog.done + v.in_bytes, detail);
         if (c->o->debug_stop_after_units && ++c->units_run == c->o->debug_stop_after_units)
             raise(SIGKILL);
