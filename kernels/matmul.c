@@ -126,10 +126,10 @@ void pt_matmul_scratch_free(void)
 
 // ---- tiling and threading ------------------------------------------------
 
-enum { SERIAL_WORK = 1 << 16 };
+enum { SERIAL_WORK = 1 << 16 }; // below this many weights x vectors: one thread
 #ifndef PT_SCHED
-#define PT_SCHED dynamic, 1
-#endif // below this many weight elements x vectors: one thread
+#define PT_SCHED dynamic, 1 // tiles handed out on demand (results do not depend on it)
+#endif
 
 void pt_gemm_rows(const pt_mat *W, int64_t r0, int64_t r1, const float *X, int64_t batch,
                   float *Y, int64_t ldy)
@@ -156,14 +156,15 @@ void pt_gemm_rows(const pt_mat *W, int64_t r0, int64_t r1, const float *X, int64
         int8_t *qs = (int8_t *)s;
         float *d = (float *)(s + qbytes);
         int32_t *s8 = (int32_t *)(s + qbytes + dbytes);
-#pragma omp parallel for schedule(static) if (batch * cols >= SERIAL_WORK)
+#pragma omp parallel for schedule(static) if (batch > 1 && batch * cols >= SERIAL_WORK)
         for (int64_t v = 0; v < batch; v++)
             k->quant_act(X + v * cols, nb, paired, qs + v * nb * QK, d + v * nb, s8 + v * nb);
         act = (pt_q8act){.qs = qs, .d = d, .s8 = s8, .nb = nb};
     }
 
-    // Tiles: row chunks x vector chunks. A thread takes consecutive tiles
-    // (row-major), so a row chunk stays in its cache across vector chunks.
+    // Tiles: row chunks x vector chunks, handed out dynamically. Every
+    // output element is computed by exactly one kernel call, whose result
+    // does not depend on the tile it belongs to (kern_internal.h).
     const bool serial = (double)nrows * (double)cols * (double)batch < SERIAL_WORK;
     const int nth = serial ? 1 : omp_get_max_threads();
     int64_t rt, vt;
