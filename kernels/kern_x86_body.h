@@ -272,20 +272,32 @@ static KX_IN void KX(row_q4_x4)(const uint8_t *w, const pt_q8act *x, int64_t v, 
                                   _mm_loadu_si128((const __m128i *)(wg + ((P) + 4) * 18 + 2)), 1); \
     lo = _mm256_and_si256(raw, m);                                                                 \
     hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m);
+#ifdef KX_PAIR16 // int16 pair sums folded by hadd_epi16, one madd (see group_q4)
+#define PD(j, P)                                                                                   \
+    _mm256_add_epi16(                                                                              \
+        _mm256_maddubs_epi16(lo, _mm256_load_si256((const __m256i *)(xq##j + b * QK + (P) * 64))), \
+        _mm256_maddubs_epi16(hi, _mm256_load_si256((const __m256i *)(xq##j + b * QK + (P) * 64 + 32))))
+#define HADD _mm256_hadd_epi16
+#define S3(j)                                                                                      \
+    a##j = _mm256_madd_epi16(_mm256_hadd_epi16(h##j, _mm256_hadd_epi16(a##j, PD(j, 3))),          \
+                             _mm256_set1_epi16(1));
+#else
 #define PD(j, P)                                                                                   \
     KX_DOT2(lo, _mm256_load_si256((const __m256i *)(xq##j + b * QK + (P) * 64)), hi,              \
             _mm256_load_si256((const __m256i *)(xq##j + b * QK + (P) * 64 + 32)))
+#define HADD _mm256_hadd_epi32
+#define S3(j) a##j = _mm256_hadd_epi32(h##j, _mm256_hadd_epi32(a##j, PD(j, 3)));
+#endif
         UNPACK(0)
 #define S0(j) a##j = PD(j, 0);
         KX_V4(S0)
         UNPACK(1)
-#define S1(j) h##j = _mm256_hadd_epi32(a##j, PD(j, 1));
+#define S1(j) h##j = HADD(a##j, PD(j, 1));
         KX_V4(S1)
         UNPACK(2)
 #define S2(j) a##j = PD(j, 2);
         KX_V4(S2)
         UNPACK(3)
-#define S3(j) a##j = _mm256_hadd_epi32(h##j, _mm256_hadd_epi32(a##j, PD(j, 3)));
         KX_V4(S3)
         const __m256 dw = KX(scales8)(wg, 16);
 #define FIN(j)                                                                                     \
@@ -295,6 +307,7 @@ static KX_IN void KX(row_q4_x4)(const uint8_t *w, const pt_q8act *x, int64_t v, 
         KX_V4(FIN)
 #undef UNPACK
 #undef PD
+#undef HADD
 #undef S0
 #undef S1
 #undef S2
