@@ -337,9 +337,18 @@ static int open_output(conv *c, pt_err *err)
     c->out_fd = open(c->tmp_path, O_RDWR | O_CREAT | (exists ? 0 : O_TRUNC) | O_CLOEXEC, 0644);
     if (c->out_fd < 0)
         return pt_errf(err, "%s: cannot create: %s", c->tmp_path, strerror(errno));
-    if (!exists && ftruncate(c->out_fd, (off_t)p->file_size) != 0)
-        return pt_errf(err, "%s: cannot size to %llu bytes: %s", c->tmp_path, (unsigned long long)p->file_size,
-                       strerror(errno));
+    if (!exists) {
+        // Reserve the space now, so that a full disk fails here and not hours in
+        // (the reserved blocks read as zeros, like a sparse file's holes).
+        if (fallocate(c->out_fd, 0, 0, (off_t)p->file_size) != 0) {
+            if (errno == ENOSPC)
+                return pt_errf(err, "%s: not enough disk space for the %.2f GB output", c->tmp_path,
+                               (double)p->file_size / 1e9);
+            if (ftruncate(c->out_fd, (off_t)p->file_size) != 0) // filesystem without fallocate
+                return pt_errf(err, "%s: cannot size to %llu bytes: %s", c->tmp_path,
+                               (unsigned long long)p->file_size, strerror(errno));
+        }
+    }
     uint64_t hlen;
     void *h = gguf_writer_header(p->w, &hlen);
     if (!h)
