@@ -381,6 +381,19 @@ static int delete_finished_shards(conv *c, pt_err *err)
     return 0;
 }
 
+// Asks the kernel to start reading unit k's weight (async), so that the disk
+// works on the next unit while the current one is converted.
+static void prefetch_unit(conv *c, uint32_t s, uint32_t k)
+{
+    if (k >= c->first[s + 1] || !c->shards[s])
+        return;
+    char name[160];
+    pt_plan_unit_name(&c->plan, &c->plan.units[c->order[k]], name, sizeof name);
+    const st_tensor *t = st_find(c->shards[s], name);
+    if (t)
+        posix_fadvise(c->shards[s]->fd, (off_t)t->begin, (off_t)(t->end - t->begin), POSIX_FADV_WILLNEED);
+}
+
 static int process_shard(conv *c, uint32_t s, pt_convbuf *buf, pt_err *err)
 {
     const pt_plan *p = &c->plan;
@@ -397,6 +410,7 @@ static int process_shard(conv *c, uint32_t s, pt_convbuf *buf, pt_err *err)
         pt_src_view v;
         if (pt_src_view_open(&v, p, u, f, sf, err) < 0)
             return -1;
+        prefetch_unit(c, s, k + 1);
         int rc = pt_unit_convert(p, u, &v, c->out_fd, c->tmp_path, buf, err);
         c->in_bytes += v.in_bytes;
         pt_src_view_free(&v);
