@@ -108,6 +108,8 @@ static void close_shard(conv *c, uint32_t s)
 
 // ---- set-up ---------------------------------------------------------------------
 
+// Identity of a conversion for its journal: config.json, the index, the shard
+// names, the tokenizer files and the type options.
 static uint64_t source_hash(const conv *c)
 {
     uint64_t h = PT_HASH_INIT;
@@ -320,6 +322,8 @@ static int validate_upfront(conv *c, uint64_t *expect, pt_err *err)
     return 0;
 }
 
+// Opens <out>.partial (reusing it when resuming, creating it at full size
+// otherwise) and writes the header, which is deterministic, every time.
 static int open_output(conv *c, pt_err *err)
 {
     const pt_plan *p = &c->plan;
@@ -363,6 +367,8 @@ static int open_output(conv *c, pt_err *err)
 
 // ---- the work ---------------------------------------------------------------------
 
+// --delete-source: unlinks every shard that is recorded done and that no
+// unfinished unit reads from (weight or scale), then fsyncs the directory.
 static int delete_finished_shards(conv *c, pt_err *err)
 {
     for (uint32_t s = 0; s < c->ix.n_shards; s++) {
@@ -394,6 +400,8 @@ static void prefetch_unit(conv *c, uint32_t s, uint32_t k)
         posix_fadvise(c->shards[s]->fd, (off_t)t->begin, (off_t)(t->end - t->begin), POSIX_FADV_WILLNEED);
 }
 
+// Converts every unit whose weight lives in shard s, makes the output durable,
+// records the shard done, then (with --delete-source) deletes what is finished.
 static int process_shard(conv *c, uint32_t s, pt_convbuf *buf, pt_err *err)
 {
     const pt_plan *p = &c->plan;
@@ -447,6 +455,7 @@ static int process_shard(conv *c, uint32_t s, pt_convbuf *buf, pt_err *err)
     return 0;
 }
 
+// All shards done: fsync, rename <out>.partial to <out>, drop the journal.
 static int finish(conv *c, pt_err *err)
 {
     if (fsync(c->out_fd) != 0)
@@ -511,6 +520,8 @@ static void report_notes(const conv *c)
     }
 }
 
+// The whole conversion: up-to-date check, journal (resume or start), layout,
+// up-front validation, MTP de-duplication decision, shards, rename, summary.
 static int run(conv *c, pt_err *err)
 {
     const pt_convert_opts *o = c->o;
