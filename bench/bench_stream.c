@@ -3,7 +3,8 @@
 // prompt, decodes N tokens greedily, and prints one STREAM line with the
 // decode-phase figures (statistics are reset after the prefill), plus the
 // --stats table on stderr. --preload reads every expert first (the
-// "everything resident" speed); --trace records the routing of the decode.
+// "everything resident" speed); --trace records the routing of prompt and
+// decode (the prompt occupies positions 0..15: replay with --count-from 16).
 //
 // usage: bench_stream -m MODEL [--ram SIZE] [--io MODE] [--pin SIZE] [--no-prefetch]
 //                     [--no-hot] [--usage FILE] [-n N] [-t THREADS] [--trace FILE] [--preload]
@@ -95,12 +96,12 @@ int main(int argc, char **argv)
     petrel_token prompt[16];
     for (int i = 0; i < 16; i++)
         prompt[i] = (petrel_token)((1000 + 7919 * i) % V);
-    if (petrel_decode(c, prompt, NULL, 16, PETREL_LOGITS_LAST) < 0) {
-        fprintf(stderr, "bench_stream: %s\n", petrel_context_error(c));
-        return 1;
-    }
     if (trace && petrel_trace_open(c, trace, err, sizeof err) < 0) {
         fprintf(stderr, "bench_stream: %s\n", err);
+        return 1;
+    }
+    if (petrel_decode(c, prompt, NULL, 16, PETREL_LOGITS_LAST) < 0) {
+        fprintf(stderr, "bench_stream: %s\n", petrel_context_error(c));
         return 1;
     }
     petrel_reset_stats(c);
@@ -121,22 +122,23 @@ int main(int argc, char **argv)
     petrel_get_stats(c, &s);
     petrel_print_stream_stats(c, stderr);
     const double uses = (double)(s.expert_hits + s.expert_misses);
-    uint64_t slot_bytes = 0;
+    uint64_t slot_bytes = 0, slice_bytes = 0;
     int n_moe = 0;
     for (int il = 0; il < (int)pt_hp_n_blocks(&m->hp); il++)
         if (m->exp_src[il].n_expert > 0) {
             slot_bytes = pt_ecache_slot_bytes_for(&m->exp_src[il]);
+            slice_bytes = m->exp_src[il].bytes[0];
             n_moe++;
         }
     printf("STREAM tok_s=%.4f hit_rate=%.4f hit_lru=%.4f hit_hot=%.4f hit_prefetch=%.4f gb_per_token=%.4f "
            "read_gbs=%.4f stall_s=%.3f compute_s=%.3f decode_s=%.3f peak_rss_gib=%.3f budget_gib=%.3f "
-           "cache_bytes=%llu slot_bytes=%llu moe_blocks=%d recall=%.4f wasted_gb=%.4f io=%s\n",
+           "cache_bytes=%llu slot_bytes=%llu slice_bytes=%llu moe_blocks=%d recall=%.4f wasted_gb=%.4f io=%s\n",
            n_gen / dt, uses ? (double)(s.expert_hits_lru + s.expert_hits_hot) / uses : 0,
            uses ? (double)s.expert_hits_lru / uses : 0, uses ? (double)s.expert_hits_hot / uses : 0,
            uses ? (double)s.expert_hits_prefetch / uses : 0, (double)s.bytes_read / 1e9 / n_gen,
            s.t_io_busy_s > 0 ? (double)s.bytes_read / 1e9 / s.t_io_busy_s : 0, s.t_io_wait_s, dt - s.t_io_wait_s,
            dt, (double)s.peak_rss_bytes / (1u << 30), (double)s.ram_budget / (1u << 30),
-           (unsigned long long)s.expert_cache_bytes, (unsigned long long)slot_bytes, n_moe,
+           (unsigned long long)s.expert_cache_bytes, (unsigned long long)slot_bytes, (unsigned long long)slice_bytes, n_moe,
            s.prefetch_actual ? (double)s.prefetch_correct / (double)s.prefetch_actual : 0,
            (double)s.prefetch_wasted_bytes / 1e9, pt_io_mode_name((pt_io_mode)s.io_mode));
     petrel_sampler_free(smp);

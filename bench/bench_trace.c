@@ -12,7 +12,9 @@
 //   belady         Belady's optimal replacement (furthest next use) per layer
 // A "use" is one routed expert of one token in one layer (lines 'A').
 //
-// usage: bench_trace TRACE (--slots N | --bytes B) [--hot-frac F] [--usage FILE]
+// usage: bench_trace TRACE (--slots N | --bytes B) [--hot-frac F] [--usage FILE] [--count-from POS]
+//   --count-from POS  simulate everything but count only uses at positions
+//                 >= POS (e.g. the decode after a prompt that warmed the cache)
 //   --slots N    expert slots per MoE layer; --bytes B: total slot bytes
 //                (divided evenly over the layers in the trace)
 //   --hot-frac F share of the capacity pinned in hot+lru (default 0.5)
@@ -162,6 +164,8 @@ static void sim_free(sim *s, const trace *t)
 }
 
 // Replays the trace; prefetch: apply 'P' lines (inserts without a use).
+static int count_from;
+
 static double run_policy(const trace *t, int cap, const uint8_t *pinned, int pol, bool prefetch)
 {
     sim s;
@@ -178,9 +182,10 @@ static double run_policy(const trace *t, int cap, const uint8_t *pinned, int pol
         }
         for (int k = 0; k < st->n; k++) {
             const int e = st->ids[k];
-            s.uses++;
+            const bool counted = st->pos >= count_from;
+            s.uses += counted;
             c->freq[e]++;
-            if (c->pinned[e] || find(c, e) >= 0)
+            if (counted && (c->pinned[e] || find(c, e) >= 0))
                 s.hits++;
             if (!c->pinned[e])
                 insert(c, e, ++s.clock, pol);
@@ -203,12 +208,15 @@ static double run_belady(const trace *t, int cap)
         if (n == 0)
             continue;
         int32_t *seq = malloc(sizeof(int32_t) * (size_t)n);
+        uint8_t *cnt = malloc((size_t)n);
         int *next = malloc(sizeof(int) * (size_t)n);
         int k = 0;
         for (int i = 0; i < t->n; i++)
             if (t->s[i].kind == 'A' && t->s[i].layer == b)
-                for (int j = 0; j < t->s[i].n; j++)
+                for (int j = 0; j < t->s[i].n; j++) {
+                    cnt[k] = t->s[i].pos >= count_from;
                     seq[k++] = t->s[i].ids[j];
+                }
         int *seen = malloc(sizeof(int) * (size_t)t->n_expert);
         for (int e = 0; e < t->n_expert; e++)
             seen[e] = n; // "never again"
@@ -219,13 +227,13 @@ static double run_belady(const trace *t, int cap)
         int *res = malloc(sizeof(int) * (size_t)(cap + 1)), *resnext = malloc(sizeof(int) * (size_t)(cap + 1));
         int nr = 0;
         for (int i = 0; i < n; i++) {
-            uses++;
+            uses += cnt[i];
             int at = -1;
             for (int j = 0; j < nr; j++)
                 if (res[j] == seq[i])
                     at = j;
             if (at >= 0) {
-                hits++;
+                hits += cnt[i];
                 resnext[at] = next[i];
                 continue;
             }
@@ -244,6 +252,7 @@ static double run_belady(const trace *t, int cap)
             resnext[v] = next[i];
         }
         free(seq);
+        free(cnt);
         free(next);
         free(seen);
         free(res);
@@ -267,10 +276,12 @@ int main(int argc, char **argv)
             hot_frac = atof(argv[++i]);
         else if (!strcmp(argv[i], "--usage") && i + 1 < argc)
             usage = argv[++i];
+        else if (!strcmp(argv[i], "--count-from") && i + 1 < argc)
+            count_from = atoi(argv[++i]);
         else if (!path && argv[i][0] != '-')
             path = argv[i];
         else {
-            fprintf(stderr, "usage: bench_trace TRACE (--slots N | --bytes B) [--hot-frac F] [--usage FILE]\n");
+            fprintf(stderr, "usage: bench_trace TRACE (--slots N | --bytes B) [--hot-frac F] [--usage FILE] [--count-from POS]\n");
             return 2;
         }
     }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/trace-replay.sh TRACE [--slots N | --bytes B] [--hot-frac F] [--usage FILE]
+# bench/trace-replay.sh TRACE [--slots N | --bytes B] [--hot-frac F] [--usage FILE] [--count-from POS]
 # Replays a routing trace (recorded with petrel_trace_open / --trace) against
 # LRU, LFU, the hot-store, lookahead prefetch and Belady's optimal policy at
 # the same capacity and prints their hit rates side by side (bench/bench_trace.c).
