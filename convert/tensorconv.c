@@ -82,6 +82,9 @@ int pt_src_view_open(pt_src_view *v, const pt_plan *p, const pt_unit *u, const s
     if (t->dtype != ST_F8_E4M3 && t->dtype != ST_BF16 && t->dtype != ST_F16 && t->dtype != ST_F32)
         return pt_errf(err, "%s: tensor '%s': dtype %s is not supported (F8_E4M3, BF16, F16 or F32)", f->path, name,
                        st_dtype_name(t->dtype));
+    if (t->dtype == ST_F8_E4M3 && !p->cfg->fp8)
+        return pt_errf(err, "%s: tensor '%s': dtype F8_E4M3 disagrees with config.json, which declares no fp8 "
+                       "quantization_config", f->path, name);
     bool shape_ok = t->n_dims == ot->src_dims && t->shape[0] == ot->src_shape[0] &&
                     (ot->src_dims == 1 || t->shape[1] == ot->src_shape[1]);
     if (!shape_ok) {

@@ -202,6 +202,15 @@ Test(bad, config_disagrees_with_checkpoint)
     free(d);
 }
 
+Test(bad, fp8_dtype_without_fp8_config)
+{
+    char *d = fresh_copy(), *c = path_in(d, "config.json");
+    cr_assert_eq(tu_sh(NULL, "sed -i 's/\"quantization_config\"/\"no_quantization_config\"/' '%s'", c), 0);
+    expect_failure(d, NULL, (const char *[]){"model-0000", "tensor '", "dtype F8_E4M3 disagrees with config.json", NULL});
+    free(c);
+    free(d);
+}
+
 static void edit_dtype_i8(json_object *root)
 {
     json_object *t = json_object_object_get(root, "model.layers.0.mlp.down_proj.weight");
