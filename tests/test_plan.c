@@ -218,3 +218,26 @@ Test(plan, config_parsing_variants)
     tu_rmrf(dir);
     free(dir);
 }
+
+Test(plan, figures_match_an_actual_conversion, .timeout = 60)
+{
+    char *fx = tu_fixture("tiny-dsv3");
+    char *dir = tu_tmpdir("plan");
+    char *p = plan(fx, "--expert-type q8_0 --trunk-type bf16");
+    char *log = NULL;
+    cr_assert_eq(tu_sh(&log, "%s convert '%s' -o '%s/t.gguf' --expert-type q8_0 --trunk-type bf16 >/dev/null 2>&1 && "
+                       "stat -c %%s '%s/t.gguf' && %s inspect '%s/t.gguf' --no-tensors",
+                       PETREL_BIN, fx, dir, dir, PETREL_BIN, dir), 0, "%s", log);
+    cr_assert_eq(strtoull(log, NULL, 10), field(p, "file_bytes"), "plan %" PRIu64 " vs file %s",
+                 field(p, "file_bytes"), log);
+    char want[128];
+    snprintf(want, sizeof want, "expert bytes:     %16" PRIu64, field(p, "expert_bytes"));
+    cr_assert(strstr(log, want), "inspect disagrees with the plan (%s): %s", want, log);
+    snprintf(want, sizeof want, "bytes per expert: %16" PRIu64, field(p, "bytes_per_expert"));
+    cr_assert(strstr(log, want), "%s", log);
+    free(log);
+    free(p);
+    tu_rmrf(dir);
+    free(dir);
+    free(fx);
+}
