@@ -166,6 +166,12 @@ static void print_warnings(const gguf_file *g, const pt_hparams *hp, bool hp_ok)
                    hp->n_layer, hp->n_layer == 48 ? " and vocab 128256" : "", hp->q_lora_rank);
             n++;
         }
+        if (!lite && hp->q_lora_rank == 0) {
+            printf("  WARNING: llama.cpp will refuse this file: without q_lora_rank it expects the DeepSeek-V2-Lite\n"
+                   "           layer count (26 or 27 trunk layers), this model has %u. Petrel runs it.\n",
+                   hp->n_layer);
+            n++;
+        }
         if (hp->n_group > 1 && !(hp->topk_group > 0 && hp->topk_group < hp->n_group)) {
             printf("  WARNING: llama.cpp asserts 0 < expert_group_used_count < expert_group_count (%u, %u)\n",
                    hp->topk_group, hp->n_group);
