@@ -270,6 +270,19 @@ static double bench_gemm(pt_dtype t, const shape *s, int64_t batch, int threads,
     return best;
 }
 
+// 1-minute load average (-1 if unknown).
+static double loadavg(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
@@ -287,6 +300,12 @@ int main(int argc, char **argv)
            pt_kernel_path_supported(PT_PATH_AVX512) ? "yes" : "no", omp_get_num_procs());
     printf("last-level cache: %.0f MiB, working set: %.0f MiB\n", (double)llc / 1048576.0,
            (double)ws / 1048576.0);
+    const char *wp = getenv("OMP_WAIT_POLICY");
+    printf("OMP_WAIT_POLICY=%s, load average at start: %.2f\n", wp ? wp : "(default)", loadavg());
+    if (loadavg() > 0.5 * omp_get_num_procs())
+        printf("WARNING: the machine is busy; GEMV (one fork/join per call) suffers more from\n"
+               "         preempted threads than the streaming read: ratios are understated.\n"
+               "         OMP_WAIT_POLICY=passive helps on a shared machine.\n");
 
     double membw[3] = {0};
     {
@@ -350,6 +369,7 @@ int main(int argc, char **argv)
     // RESULT: 2 threads, bandwidth over the large shapes together
     double q4 = large[2][0].bytes / large[2][0].secs / 1e9;
     double q8 = large[2][1].bytes / large[2][1].secs / 1e9;
+    printf("\nload average at end: %.2f\n", loadavg());
     printf("\nRESULT membw_gbs=%.2f gemv_q4_0_gbs=%.2f gemv_q4_0_ratio=%.3f gemv_q8_0_gbs=%.2f "
            "gemv_q8_0_ratio=%.3f\n",
            membw[2], q4, q4 / membw[2], q8, q8 / membw[2]);
