@@ -153,7 +153,9 @@ int pt_stream_init(petrel_context *c, pt_err *err)
     // first; experts get the rest.
     st->budget = P->ram_budget ? P->ram_budget : default_budget();
     const uint64_t rss = pt_rss_bytes();
-    const uint64_t reserve = (32u << 20) + 4 * (uint64_t)hp->n_vocab * sizeof(float) * 2;
+    // What grows after this point: logits (and MTP logits) of a whole
+    // batch at worst, I/O rings and thread stacks, the trace and usage buffers.
+    const uint64_t reserve = (8u << 20) + 2 * (uint64_t)c->n_batch * hp->n_vocab * sizeof(float);
     uint64_t eb;
     if (P->experts_per_layer > 0) {
         eb = 0;
