@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "io/reader.h"
 
 const char *cli_model_opts_help =
     "  -m, --model FILE      deepseek2 GGUF model\n"
@@ -15,6 +16,12 @@ const char *cli_model_opts_help =
     "      --ram SIZE        RAM budget for everything Petrel holds (e.g. 3G)\n"
     "      --expert-cache SIZE  bytes for cached routed experts\n"
     "      --expert-slots N  cache exactly N experts per layer\n"
+    "      --io MODE         expert reads: auto | uring | pool | buffered (default auto)\n"
+    "      --pin-gb SIZE     hot-store of pinned experts (GiB, or 512M; 0 = none; default: half the expert cache once\n"
+    "                        routing heat is recorded in MODEL.usage)\n"
+    "      --no-hot-store    never pin experts\n"
+    "      --no-prefetch     no lookahead prefetch of the next layer's experts\n"
+    "      --usage FILE      routing-heat file (default MODEL.usage; 'none': do not record)\n"
     "  -v, --verbose         load details\n";
 
 void cli_model_opts_init(cli_model_opts *o)
@@ -86,6 +93,43 @@ int cli_model_opt(cli_model_opts *o, int argc, char **argv, int *i)
             o->mp.ram_budget = (uint64_t)sz;
         else
             o->mp.expert_cache = (uint64_t)sz;
+        ++*i;
+    } else if (!strcmp(a, "--io")) {
+        if (need(argc, argv, i) < 0)
+            return -1;
+        int mode = pt_io_mode_parse(argv[*i + 1]);
+        if (mode < 0) {
+            fprintf(stderr, "petrel: bad value '%s' for --io (auto, uring, pool, buffered)\n", argv[*i + 1]);
+            return -1;
+        }
+        o->mp.io_mode = mode;
+        ++*i;
+    } else if (!strcmp(a, "--pin-gb")) {
+        if (need(argc, argv, i) < 0)
+            return -1;
+        const char *v = argv[*i + 1];
+        int64_t sz = pt_parse_size(v);
+        if (sz >= 0 && strspn(v, "0123456789.") == strlen(v)) // a bare number is GiB
+            sz = (int64_t)(strtod(v, NULL) * 1073741824.0);
+        if (sz < 0) {
+            fprintf(stderr, "petrel: bad size '%s' for --pin-gb\n", v);
+            return -1;
+        }
+        if (sz == 0)
+            o->mp.no_hot_store = true;
+        o->mp.pin_bytes = (uint64_t)sz;
+        ++*i;
+    } else if (!strcmp(a, "--no-hot-store")) {
+        o->mp.no_hot_store = true;
+    } else if (!strcmp(a, "--no-prefetch")) {
+        o->mp.no_prefetch = true;
+    } else if (!strcmp(a, "--usage")) {
+        if (need(argc, argv, i) < 0)
+            return -1;
+        if (!strcmp(argv[*i + 1], "none"))
+            o->mp.no_usage = true;
+        else
+            o->mp.usage_path = argv[*i + 1];
         ++*i;
     } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
         o->mp.verbose = true;
