@@ -678,21 +678,24 @@ static bool contains(jv hay, jv x)
     return false;
 }
 
+static jv concat(R *r, const jstr *x, const jstr *y)
+{
+    jstr *v = ja_alloc(r->A, sizeof *v + x->n + y->n + 1);
+    memcpy(v->s, x->s, x->n);
+    memcpy(v->s + x->n, y->s, y->n);
+    v->n = x->n + y->n;
+    return (jv){.t = JV_STR, .s = v};
+}
+
 static jv arith(R *r, int op, jv a, jv b, int line)
 {
     if (op == '~') {
         jstr *x = to_str(r, a.t == JV_UNDEF ? jv_cstr(r->A, "") : a);
         jstr *y = to_str(r, b.t == JV_UNDEF ? jv_cstr(r->A, "") : b);
-        jv v = jv_strn(r->A, x->s, x->n + y->n);
-        memcpy(v.s->s, x->s, x->n);
-        memcpy(v.s->s + x->n, y->s, y->n);
-        return v;
+        return concat(r, x, y);
     }
     if (op == '+' && a.t == JV_STR && b.t == JV_STR) {
-        jv v = jv_strn(r->A, a.s->s, a.s->n + b.s->n);
-        memcpy(v.s->s + a.s->n, b.s->s, b.s->n);
-        v.s->s[v.s->n] = 0;
-        return v;
+        return concat(r, a.s, b.s);
     }
     if (op == '+' && a.t == JV_LIST && b.t == JV_LIST) {
         jv l = jv_list(r->A);

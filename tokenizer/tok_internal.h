@@ -128,6 +128,8 @@ struct pt_tokenizer {
     char *name;            // file name for messages
     int32_t n_vocab;       // max id + 1 over vocab and added tokens
     char **tok_str;        // (n_vocab,) token strings (NULL for holes)
+    char **retired;        // (n_retired,) replaced strings still keyed in strs
+    int n_retired;
     char **piece;          // (n_vocab,) decoded bytes per token
     uint32_t *piece_len;   // (n_vocab,)
     uint8_t *attr;         // (n_vocab,) TOK_ATTR_*

@@ -399,8 +399,15 @@ static int parse_added(pt_tokenizer *t, json_object *added, pt_err *err)
         d->single_word = jbool(a, "single_word", false);
         if (!d->len)
             return pt_errf(err, "%s: field 'added_tokens[%zu].content': empty", t->name, i);
-        free(t->tok_str[d->id]);
-        t->tok_str[d->id] = strdup(d->content);
+        if (!t->tok_str[d->id] || strcmp(t->tok_str[d->id], d->content)) {
+            // the old string may be a key of t->strs: retire it, freed with t
+            if (t->tok_str[d->id]) {
+                t->retired = realloc(t->retired, (size_t)(t->n_retired + 1) * sizeof *t->retired);
+                assert(t->retired);
+                t->retired[t->n_retired++] = t->tok_str[d->id];
+            }
+            t->tok_str[d->id] = strdup(d->content);
+        }
         t->attr[d->id] = TOK_ATTR_ADDED | (d->special ? TOK_ATTR_SPECIAL : 0);
         if (d->normalized && t->n_norm)
             t->has_norm_tokens = true;
@@ -504,6 +511,9 @@ void pt_tokenizer_free(pt_tokenizer *t)
             free(t->raw_str[i]);
     }
     free(t->tok_str);
+    for (int i = 0; i < t->n_retired; i++)
+        free(t->retired[i]);
+    free(t->retired);
     free(t->piece);
     free(t->raw_str);
     free(t->piece_len);
