@@ -1,0 +1,202 @@
+// tests/test_cache.c — the expert cache (cache/ecache.h) on a file of known
+// bytes: slices at unaligned offsets come back exact; nothing pinned or
+// still loading is evicted (NOROOM instead); the LRU bytes never exceed the
+// global budget and a layer below its share takes slots from one above it;
+// hot-store experts are never evicted; the usage file round-trips and picks
+// the hottest experts.
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/ecache.h"
+#include "cache/usage.h"
+#include "io/reader.h"
+#include "tests/testutil.h"
+
+#define NE 4
+static unsigned char byte_at(uint64_t pos) { return (unsigned char)((pos * 2654435761u) >> 11); }
+
+typedef struct fx {
+    char *dir, *path;
+    pt_reader *rd;
+    pt_ecache_layer_src src[2];
+} fx;
+
+// Two MoE layers of NE experts; slices of 5000/6000/7000 bytes at odd offsets.
+static void fx_open(fx *f, int io)
+{
+    f->dir = tu_tmpdir("cache");
+    f->path = malloc(strlen(f->dir) + 16);
+    sprintf(f->path, "%s/m.bin", f->dir);
+    const uint64_t bytes[3] = {5000, 6000, 7000};
+    uint64_t off = 100;
+    for (int l = 0; l < 2; l++) {
+        f->src[l].n_expert = NE;
+        for (int k = 0; k < 3; k++) {
+            f->src[l].off[k] = off;
+            f->src[l].bytes[k] = bytes[k];
+            off += bytes[k] * NE + 12;
+        }
+    }
+    FILE *o = fopen(f->path, "wb");
+    for (uint64_t i = 0; i < off + 50; i++)
+        fputc(byte_at(i), o);
+    fclose(o);
+    pt_err err;
+    pt_reader_cfg rc = {.path = f->path, .mode = io};
+    f->rd = pt_reader_open(&rc, &err);
+    cr_assert(f->rd, "%s", err.msg);
+}
+
+static void fx_close(fx *f)
+{
+    pt_reader_close(f->rd);
+    tu_rmrf(f->dir);
+    free(f->dir);
+    free(f->path);
+}
+
+static pt_ecache *mk(fx *f, int slots, uint64_t budget, const int32_t *hot, int n_hot)
+{
+    pt_err err;
+    pt_ecache_cfg cfg = {.reader = f->rd, .path = f->path, .n_layers = 2, .layers = f->src,
+                         .slots_per_layer = slots, .budget_bytes = budget, .hot = hot, .n_hot = n_hot};
+    pt_ecache *c = pt_ecache_new(&cfg, &err);
+    cr_assert(c, "%s", err.msg);
+    return c;
+}
+
+static void check_bytes(fx *f, int l, int e, const void *w[3])
+{
+    for (int k = 0; k < 3; k++) {
+        const unsigned char *p = w[k];
+        uint64_t o = f->src[l].off[k] + (uint64_t)e * f->src[l].bytes[k];
+        for (uint64_t j = 0; j < f->src[l].bytes[k]; j++)
+            cr_assert_eq(p[j], byte_at(o + j), "layer %d expert %d slice %d byte %llu", l, e, k,
+                         (unsigned long long)j);
+    }
+}
+
+static void get(pt_ecache *c, fx *f, int l, int e)
+{
+    const void *w[3];
+    pt_err err;
+    cr_assert_eq(pt_ecache_acquire(c, l, e, w, &err), 0, "%s", err.msg);
+    check_bytes(f, l, e, w);
+    pt_ecache_release(c, l, e);
+}
+
+Test(cache, exact_bytes_every_backend)
+{
+    for (int io = PT_IO_URING; io <= PT_IO_BUFFERED; io++) {
+        fx f;
+        fx_open(&f, io);
+        pt_ecache *c = mk(&f, 1, 0, NULL, 0);
+        for (int l = 0; l < 2; l++)
+            for (int e = 0; e < NE; e++)
+                get(c, &f, l, e);
+        pt_ecache_free(c);
+        fx_close(&f);
+    }
+}
+
+Test(cache, pinned_and_loading_are_never_evicted)
+{
+    fx f;
+    fx_open(&f, PT_IO_URING);
+    pt_ecache *c = mk(&f, 1, 0, NULL, 0);
+    pt_err err;
+    cr_assert_eq(pt_ecache_request(c, 0, 1, PT_EC_DEMAND, &err), PT_EC_LOADING);
+    // the only slot is loading: no room for another expert
+    cr_assert_eq(pt_ecache_request(c, 0, 2, PT_EC_DEMAND, &err), PT_EC_NOROOM);
+    int l, e;
+    cr_assert_eq(pt_ecache_wait(c, &l, &e, &err), 1);
+    cr_assert(l == 0 && e == 1 && pt_ecache_is_ready(c, 0, 1));
+    const void *w[3];
+    pt_ecache_pin(c, 0, 1, w);
+    check_bytes(&f, 0, 1, w);
+    // pinned: still no room
+    cr_assert_eq(pt_ecache_request(c, 0, 2, PT_EC_RETRY, &err), PT_EC_NOROOM);
+    cr_assert_eq(pt_ecache_request(c, 0, 2, PT_EC_PREFETCH, &err), PT_EC_NOROOM);
+    pt_ecache_release(c, 0, 1);
+    cr_assert_eq(pt_ecache_request(c, 0, 2, PT_EC_RETRY, &err), PT_EC_LOADING);
+    cr_assert(!pt_ecache_is_ready(c, 0, 1));
+    cr_assert_eq(pt_ecache_wait(c, &l, &e, &err), 1);
+    cr_assert_eq(pt_ecache_wait(c, &l, &e, &err), 0);
+    pt_ecache_layer_stats *s = pt_ecache_lstats(c, 0);
+    cr_assert_eq(s->misses, 2); // the retry is not counted again
+    pt_ecache_free(c);
+    fx_close(&f);
+}
+
+Test(cache, global_budget_is_shared_and_never_exceeded)
+{
+    fx f;
+    fx_open(&f, PT_IO_POOL);
+    const uint64_t sb = pt_ecache_slot_bytes_for(&f.src[0]);
+    pt_ecache *c = mk(&f, 0, 3 * sb, NULL, 0); // share: 1 slot per layer
+    cr_assert_eq(pt_ecache_slots(c, 0), 1);
+    // layer 0 alone may use the whole budget
+    for (int e = 0; e < 3; e++)
+        get(c, &f, 0, e);
+    cr_assert_eq(pt_ecache_bytes(c), 3 * sb);
+    for (int e = 0; e < 3; e++)
+        cr_assert(pt_ecache_is_ready(c, 0, e));
+    // layer 1 (below its share) takes layer 0's least recently used slot
+    get(c, &f, 1, 0);
+    cr_assert_leq(pt_ecache_bytes(c), 3 * sb);
+    cr_assert(!pt_ecache_is_ready(c, 0, 0) && pt_ecache_is_ready(c, 0, 1) && pt_ecache_is_ready(c, 0, 2));
+    // layer 1 at its share evicts its own LRU from now on
+    get(c, &f, 1, 1);
+    cr_assert(!pt_ecache_is_ready(c, 1, 0) && pt_ecache_is_ready(c, 1, 1));
+    cr_assert(pt_ecache_is_ready(c, 0, 1) && pt_ecache_is_ready(c, 0, 2));
+    cr_assert_leq(pt_ecache_bytes(c), 3 * sb);
+    pt_ecache_free(c);
+    fx_close(&f);
+}
+
+Test(cache, hot_store_is_never_evicted)
+{
+    fx f;
+    fx_open(&f, PT_IO_URING);
+    const int32_t hot[2] = {0, 3};
+    pt_ecache *c = mk(&f, 1, 0, hot, 1);
+    get(c, &f, 0, 3);
+    for (int round = 0; round < 2; round++)
+        for (int e = 0; e < 3; e++)
+            get(c, &f, 0, e);
+    cr_assert(pt_ecache_is_ready(c, 0, 3));
+    get(c, &f, 0, 3);
+    pt_ecache_layer_stats *s = pt_ecache_lstats(c, 0);
+    cr_assert_eq(s->hits_hot, 1);
+    cr_assert_eq(pt_ecache_hot_bytes(c), pt_ecache_slot_bytes_for(&f.src[0]));
+    pt_ecache_free(c);
+    fx_close(&f);
+}
+
+Test(cache, usage_file_round_trip_and_hot_pick)
+{
+    char *dir = tu_tmpdir("usage");
+    char path[512];
+    snprintf(path, sizeof path, "%s/m.usage", dir);
+    pt_ecache_layer_src src[2] = {{.n_expert = 4, .bytes = {4096, 4096, 4096}}, {.n_expert = 4, .bytes = {4096, 4096, 4096}}};
+    uint64_t add[8] = {1, 0, 5, 0, 0, 9, 0, 2}, got[8];
+    pt_err err;
+    cr_assert_eq(pt_usage_load(path, 2, 4, got), 0); // missing
+    cr_assert_eq(pt_usage_merge_save(path, 2, 4, add, &err), 0, "%s", err.msg);
+    cr_assert_eq(pt_usage_merge_save(path, 2, 4, add, &err), 0, "%s", err.msg);
+    cr_assert_eq(pt_usage_load(path, 2, 4, got), 1);
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(got[i], 2 * add[i]);
+    cr_assert_eq(pt_usage_load(path, 3, 4, got), 0); // other shape: ignored
+    int32_t hot[16];
+    const uint64_t sb = pt_ecache_slot_bytes_for(&src[0]);
+    uint64_t counts[8] = {2, 0, 10, 0, 0, 18, 0, 4};
+    int n = pt_usage_pick_hot(counts, 2, 4, src, 2 * sb, hot);
+    cr_assert_eq(n, 2);
+    cr_assert(hot[0] == 1 && hot[1] == 1 && hot[2] == 0 && hot[3] == 2, "picked (%d,%d) (%d,%d)", hot[0], hot[1],
+              hot[2], hot[3]);
+    tu_rmrf(dir);
+    free(dir);
+}
