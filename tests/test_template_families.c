@@ -1,9 +1,9 @@
 // tests/test_template_families.c — templates of other model families run
 // by the same interpreter: the Qwen3 chat template (as published with
-// Qwen/Qwen3-8B) and a GLM-style template (macros, reasoning split, tool
-// calls with argument loops, tojson(ensure_ascii=False)). Expected outputs
-// were rendered by an independent implementation, npm @huggingface/jinja
-// 0.5.11 (trim_blocks + lstrip_blocks), except where noted.
+// Qwen/Qwen3-8B), a GLM-style template (macros, reasoning split, tool
+// calls with argument loops, tojson(ensure_ascii=False)) and a Kimi-K2-style
+// one. Expected outputs were rendered by an independent implementation, npm
+// @huggingface/jinja 0.5.11 (trim_blocks + lstrip_blocks), except where noted.
 #include <criterion/criterion.h>
 #include <json-c/json.h>
 #include <stdlib.h>
@@ -339,4 +339,125 @@ Test(template_families, glm_style)
     "</tool_response><|assistant|>",
     };
     run(GLMISH, want, 4);
+}
+
+// A Kimi-K2-style template (dict .get(), `in` on dicts, content parts,
+// tool-call ids); same reference renderer.
+static const char CASES_KIMI[] =
+    "[{\"messages\": [{\"role\": \"system\", \"content\": \"You are Qwen.\"}, {\"role\": \"user\", \"cont"
+    "ent\": \"Hi!\"}], \"add_generation_prompt\": true}, {\"messages\": [{\"role\": \"user\", \"content\""
+    ": \"What's the weather in Paris?\"}, {\"role\": \"assistant\", \"content\": \"<think>\\nNeed a tool."
+    "\\n</think>\\n\\nLet me check.\", \"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\":"
+    " \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}, \"id\": \"functions.get_weathe"
+    "r:0\"}]}, {\"role\": \"tool\", \"content\": \"{\\\"temp\\\": 21}\", \"tool_call_id\": \"functions.ge"
+    "t_weather:0\"}, {\"role\": \"tool\", \"content\": \"sunny\"}, {\"role\": \"assistant\", \"content\":"
+    " \"It is 21\\u00b0C and sunny.\"}, {\"role\": \"user\", \"content\": \"Thanks \\u8c22\\u8c22\"}], \""
+    "add_generation_prompt\": true, \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_w"
+    "eather\", \"description\": \"Weather \\\"now\\\"\", \"parameters\": {\"type\": \"object\", \"propert"
+    "ies\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}}}]}, {\"messages\": [{\"role\":"
+    " \"user\", \"content\": [{\"type\": \"text\", \"text\": \"multi\"}, {\"type\": \"text\", \"text\": \""
+    "part\"}]}, {\"role\": \"assistant\", \"content\": \"ok\", \"reasoning_content\": \"  thinking  \"}],"
+    " \"add_generation_prompt\": false, \"enable_thinking\": false}, {\"messages\": [{\"role\": \"system\""
+    ", \"content\": \"  S  \\n\"}, {\"role\": \"user\", \"content\": \"line1\\nline2\"}, {\"role\": \"ass"
+    "istant\", \"content\": null, \"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"f\""
+    ", \"arguments\": \"{\\\"a\\\": 1}\"}}, {\"type\": \"function\", \"function\": {\"name\": \"g\", \"ar"
+    "guments\": {\"x\": [1, 2]}}}]}, {\"role\": \"tool\", \"content\": \"r\"}], \"add_generation_prompt\""
+    ": true, \"enable_thinking\": true}, {\"messages\": [{\"role\": \"system\", \"content\": \"sys\"}, {\""
+    "role\": \"user\", \"name\": \"bob\", \"content\": [{\"type\": \"text\", \"text\": \"look\"}, {\"type"
+    "\": \"image_url\", \"image_url\": {\"url\": \"x\"}}]}], \"add_generation_prompt\": true}]";
+
+static const char KIMI[] =
+    "{%- if tools -%}\n"
+    "  <|im_system|>tool_declare<|im_middle|>{{ tools | tojson }}<|im_end|>\n"
+    "{%- endif -%}\n"
+    "{% for message in messages %}\n"
+    "  {%- if loop.first and messages[0]['role'] != 'system' -%}\n"
+    "  <|im_system|>system<|im_middle|>You are Kimi, an AI assistant created by Moonshot AI.<|im_end|>\n"
+    "  {% endif %}\n"
+    "  {%- set role_name =  message.get('name') or  message['role'] -%}\n"
+    "  {%- if message['role'] == 'user' -%}\n"
+    "    <|im_user|>{{role_name}}<|im_middle|>\n"
+    "  {%- elif message['role'] == 'assistant' -%}\n"
+    "    <|im_assistant|>{{role_name}}<|im_middle|>\n"
+    "  {%- else -%}\n"
+    "    <|im_system|>{{role_name}}<|im_middle|>\n"
+    "  {%- endif -%}\n"
+    "  {%- if message['role'] == 'assistant' and message.get('tool_calls') -%}\n"
+    "    {%- if message['content'] -%}{{ message['content'] }}{%- endif -%}\n"
+    "    <|tool_calls_section_begin|>\n"
+    "    {%- for tool_call in message['tool_calls'] -%}\n"
+    "      {%- set formatted_id = tool_call['id'] -%}\n"
+    "      <|tool_call_begin|>{{ formatted_id }}<|tool_call_argument_begin|>{% if tool_call['function']['"
+    "arguments'] is string %}{{ tool_call['function']['arguments'] }}{% else %}{{ tool_call['function']['"
+    "arguments'] | tojson }}{% endif %}<|tool_call_end|>\n"
+    "    {%- endfor -%}\n"
+    "    <|tool_calls_section_end|>\n"
+    "  {%- elif message['role'] == 'tool' -%}\n"
+    "    ## Return of {{ message.tool_call_id }}\n"
+    "{{ message['content'] }}\n"
+    "  {%- elif message['content'] is string -%}\n"
+    "    {{ message['content'] }}\n"
+    "  {%- elif message['content'] is not none -%}\n"
+    "    {% for content in message['content'] -%}\n"
+    "      {% if content['type'] == 'image' or 'image' in content or 'image_url' in content -%}\n"
+    "        <|media_start|>image<|media_content|><|media_pad|><|media_end|>\n"
+    "      {% else -%}\n"
+    "        {{ content['text'] }}\n"
+    "      {%- endif -%}\n"
+    "    {%- endfor -%}\n"
+    "  {%- endif -%}\n"
+    "  <|im_end|>\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "  <|im_assistant|>assistant<|im_middle|>\n"
+    "{%- endif -%}\n"
+    "";
+
+Test(template_families, kimi_style)
+{
+    static const char *const want[] = {
+        "<|im_system|>system<|im_middle|>You are Qwen.<|im_end|><|im_user|>user<|im_middle|>Hi!<|im_end|><|im"
+    "_assistant|>assistant<|im_middle|>",
+        "<|im_system|>tool_declare<|im_middle|>[{\"type\": \"function\", \"function\": {\"name\": \"get_weath"
+    "er\", \"description\": \"Weather \\\"now\\\"\", \"parameters\": {\"type\": \"object\", \"properties\""
+    ": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}}}]<|im_end|><|im_system|>system<|im_"
+    "middle|>You are Kimi, an AI assistant created by Moonshot AI.<|im_end|>\n"
+    "<|im_user|>user<|im_middle|>What's the weather in Paris?<|im_end|><|im_assistant|>assistant<|im_midd"
+    "le|><think>\n"
+    "Need a tool.\n"
+    "</think>\n"
+    "\n"
+    "Let me check.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argum"
+    "ent_begin|>{\"city\": \"Paris\", \"days\": 2}<|tool_call_end|><|tool_calls_section_end|><|im_end|><|"
+    "im_system|>tool<|im_middle|>## Return of functions.get_weather:0\n"
+    "{\"temp\": 21}<|im_end|><|im_system|>tool<|im_middle|>## Return of \n"
+    "sunny<|im_end|><|im_assistant|>assistant<|im_middle|>It is 21\302\260C and sunny.<|im_end|><|im_user"
+    "|>user<|im_middle|>Thanks \350\260\242\350\260\242<|im_end|><|im_assistant|>assistant<|im_middle|>",
+        "<|im_system|>system<|im_middle|>You are Kimi, an AI assistant created by Moonshot AI.<|im_end|>\n"
+    "<|im_user|>user<|im_middle|>multipart<|im_end|><|im_assistant|>assistant<|im_middle|>ok<|im_end|>",
+        "<|im_system|>system<|im_middle|>  S  \n"
+    "<|im_end|><|im_user|>user<|im_middle|>line1\n"
+    "line2<|im_end|><|im_assistant|>assistant<|im_middle|><|tool_calls_section_begin|><|tool_call_begin|>"
+    "<|tool_call_argument_begin|>{\"a\": 1}<|tool_call_end|><|tool_call_begin|><|tool_call_argument_begin"
+    "|>{\"x\": [1, 2]}<|tool_call_end|><|tool_calls_section_end|><|im_end|><|im_system|>tool<|im_middle|>"
+    "## Return of \n"
+    "r<|im_end|><|im_assistant|>assistant<|im_middle|>",
+        "<|im_system|>system<|im_middle|>sys<|im_end|><|im_user|>bob<|im_middle|>look<|media_start|>image<|me"
+    "dia_content|><|media_pad|><|media_end|>\n"
+    "<|im_end|><|im_assistant|>assistant<|im_middle|>",
+    };
+    json_object *cases = json_tokener_parse(CASES_KIMI);
+    cr_assert(cases);
+    for (int i = 0; i < 5; i++) {
+        json_object *c = json_object_array_get_idx(cases, (size_t)i), *m, *agp;
+        json_object_object_get_ex(c, "messages", &m);
+        json_object_object_get_ex(c, "add_generation_prompt", &agp);
+        char *out;
+        pt_err err = {{0}};
+        int rc = pt_chat_render(KIMI, m, json_object_get_boolean(agp), "<s>", "</s>", c, &out, NULL, &err);
+        cr_assert_eq(rc, 0, "case %d: %s", i, err.msg);
+        cr_expect_str_eq(out, want[i], "case %d", i);
+        free(out);
+    }
+    json_object_put(cases);
 }
