@@ -88,7 +88,7 @@ static void turn(chat *ch, const char *line)
     add_msg(ch, "user", line, strlen(line));
     char err[1024];
     petrel_token *ids = NULL;
-    int n = srv_render_chat(ch->e, ch->msgs, &ids, err, sizeof err);
+    int n = srv_render_chat(ch->e, ch->msgs, NULL, &ids, err, sizeof err);
     if (n <= 0) {
         printf("error: %s\n", n < 0 ? err : "the conversation renders to no tokens");
         json_object_array_del_idx(ch->msgs, json_object_array_length(ch->msgs) - 1, 1);

@@ -116,7 +116,8 @@ static int ids_of(json_object *a, int n_vocab, petrel_token **ids, char *msg, si
         int64_t x = json_object_get_int64(v);
         if (!json_object_is_type(v, json_type_int) || x < 0 || x >= n_vocab) {
             free(t);
-            BAD("prompt", "prompt[%zu] is not a token id in [0, %d)", i, n_vocab);
+            snprintf(msg, msglen, "prompt[%zu] is not a token id in [0, %d)", i, n_vocab);
+            *param = "prompt";
             return -1;
         }
         t[i] = (petrel_token)x;
@@ -257,7 +258,14 @@ static int parse_body(srv_engine *e, int kind, json_object *req, srv_job *j, cha
         json_object *ms = NULL;
         if ((rc = parse_messages(req, &ms, msg, msglen, param)))
             return rc;
-        int np = srv_render_chat(e, ms, &j->prompt, msg, msglen);
+        json_object *tools = NULL;
+        if (json_object_object_get_ex(req, "tools", &tools) && json_object_is_type(tools, json_type_null))
+            tools = NULL;
+        if (tools && !json_object_is_type(tools, json_type_array)) {
+            json_object_put(ms);
+            return BAD("tools", "'tools' must be an array");
+        }
+        int np = srv_render_chat(e, ms, tools, &j->prompt, msg, msglen);
         json_object_put(ms);
         if (np < 0) {
             *param = "messages";
@@ -270,6 +278,11 @@ static int parse_body(srv_engine *e, int kind, json_object *req, srv_job *j, cha
         return rc;
     }
     j->gp.prompt = j->prompt;
+    const uint32_t n_ctx = petrel_context_n_ctx(e->c);
+    if ((uint32_t)j->gp.n_prompt >= n_ctx)
+        return BAD(kind == SRV_CHAT ? "messages" : "prompt",
+                   "the prompt has %d tokens; the context holds %u (start the server with a larger -c)", j->gp.n_prompt,
+                   n_ctx);
     return 200;
 }
 

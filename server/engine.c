@@ -82,7 +82,8 @@ int srv_encode(srv_engine *e, const char *text, petrel_token **ids, char *err, s
     return (int)n;
 }
 
-int srv_render_chat(srv_engine *e, json_object *messages, petrel_token **ids, char *err, size_t errlen)
+int srv_render_chat(srv_engine *e, json_object *messages, json_object *tools, petrel_token **ids, char *err,
+                    size_t errlen)
 {
     if (!e->tok) {
         snprintf(err, errlen, "the model has no tokenizer: chat is unavailable, use /v1/completions with token ids");
@@ -95,8 +96,16 @@ int srv_render_chat(srv_engine *e, json_object *messages, petrel_token **ids, ch
     }
     pt_err pe = {{0}};
     char *prompt = NULL;
-    if (pt_chat_render(tmpl, messages, true, pt_tokenizer_bos_str(e->tok), pt_tokenizer_eos_str(e->tok), NULL,
-                       &prompt, NULL, &pe) < 0) {
+    json_object *extra = NULL;
+    if (tools) {
+        extra = json_object_new_object();
+        json_object_object_add(extra, "tools", json_object_get(tools));
+    }
+    int rc = pt_chat_render(tmpl, messages, true, pt_tokenizer_bos_str(e->tok), pt_tokenizer_eos_str(e->tok), extra,
+                            &prompt, NULL, &pe);
+    if (extra)
+        json_object_put(extra);
+    if (rc < 0) {
         snprintf(err, errlen, "%s", pe.msg);
         return -1;
     }

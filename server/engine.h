@@ -60,8 +60,10 @@ srv_engine *srv_engine_open(const char *model, const petrel_model_params *mp, co
 void srv_engine_close(srv_engine *e);
 
 // Renders OpenAI-style messages through the model's chat template and
-// tokenizes the result. Returns the count and malloc'ed ids, or -1 + err.
-int srv_render_chat(srv_engine *e, json_object *messages, petrel_token **ids, char *err, size_t errlen);
+// tokenizes the result. tools (a JSON array or NULL) is passed to the
+// template as `tools`. Returns the count and malloc'ed ids, or -1 + err.
+int srv_render_chat(srv_engine *e, json_object *messages, json_object *tools, petrel_token **ids, char *err,
+                    size_t errlen);
 // Encodes plain text (special tokens parsed, no BOS added). -1 + err.
 int srv_encode(srv_engine *e, const char *text, petrel_token **ids, char *err, size_t errlen);
 

@@ -149,6 +149,13 @@ Test(server, errors_have_openai_shape)
     expect_error(&s, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", auth, 400,
                  NULL);
     expect_error(&s, "/v1/nothing", "{}", auth, 404, NULL);
+    // Longer than the context (256 positions for tiny-dsv3).
+    char longp[2048];
+    int lp = snprintf(longp, sizeof longp, "{\"prompt\":[1");
+    for (int i = 0; i < 300; i++)
+        lp += snprintf(longp + lp, sizeof longp - (size_t)lp, ",2");
+    snprintf(longp + lp, sizeof longp - (size_t)lp, "]}");
+    expect_error(&s, "/v1/completions", longp, auth, 400, "prompt");
     // Over the 4 KiB body limit: declared length, and chunked without one.
     char *big = malloc(20000);
     memset(big, ' ', 19999);
@@ -180,7 +187,7 @@ Test(server, full_queue_429_and_disconnect_cancels)
     char *out = NULL;
     int rc = tu_sh(&out,
                    "for i in 1 2 3 4 5 6 7 8; do curl -s -o /dev/null -w '%%{http_code}\\n' --max-time 60 "
-                   "-d '{\"prompt\":[1,2,3],\"max_tokens\":60,\"temperature\":0}' "
+                   "-d '{\"prompt\":[1,2,3],\"max_tokens\":24,\"temperature\":0}' "
                    "http://127.0.0.1:%d/v1/completions & done; wait",
                    s.port);
     cr_assert_eq(rc, 0);
@@ -213,7 +220,7 @@ Test(server, full_queue_429_and_disconnect_cancels)
         usleep(100000);
     }
     cr_assert(cancelled >= 1, "the disconnected request was not cancelled");
-    cr_assert(gen < n200 * 60 + 250, "the cancelled request generated all its tokens");
+    cr_assert(gen < n200 * 24 + 250, "the cancelled request generated all its tokens");
     st_stop(&s);
     free(model);
 }
