@@ -92,6 +92,122 @@ TGT void pt_quant_act_avx2(const float *x, int64_t nb, bool paired, int8_t *qs, 
     }
 }
 
+// ---- row quantisation for the converter (pt_quantize_row) -----------------
+
+// 4 x 8 int32 (values fit in int8) -> 32 int8 in order
+static TGTI __m256i pack32(__m256i q0, __m256i q1, __m256i q2, __m256i q3)
+{
+    return _mm256_permutevar8x32_epi32(
+        _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3)),
+        _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+static TGTI float hmax8(__m256 m)
+{
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    return _mm_cvtss_f32(m4);
+}
+
+// ggml's quantize_row_q8_0_ref, bit for bit (same IEEE operations).
+static TGT void quantize_q8_0_avx2(const float *x, block_q8_0 *y, int64_t nb)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const float *xb = x + b * QK;
+        const __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
+        const __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
+        const float amax = hmax8(_mm256_max_ps(
+            _mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+            _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3))));
+        const float d = amax / 127.0f;
+        const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+        const __m256i p8 = pack32(_mm256_cvttps_epi32(roundf8(_mm256_mul_ps(v0, id))),
+                                  _mm256_cvttps_epi32(roundf8(_mm256_mul_ps(v1, id))),
+                                  _mm256_cvttps_epi32(roundf8(_mm256_mul_ps(v2, id))),
+                                  _mm256_cvttps_epi32(roundf8(_mm256_mul_ps(v3, id))));
+        y[b].d = (uint16_t)_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        _mm256_storeu_si256((__m256i *)y[b].qs, p8);
+    }
+}
+
+// ggml's quantize_row_q4_0_ref, bit for bit: `max` is the first value of
+// largest magnitude; q = min(15, trunc(x * id + 8.5)).
+static TGT void quantize_q4_0_avx2(const float *x, block_q4_0 *y, int64_t nb)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 h = _mm256_set1_ps(8.5f);
+    const __m256i fifteen = _mm256_set1_epi32(15);
+    for (int64_t b = 0; b < nb; b++) {
+        const float *xb = x + b * QK;
+        const __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
+        const __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
+        const __m256 a0 = _mm256_andnot_ps(sign, v0), a1 = _mm256_andnot_ps(sign, v1);
+        const __m256 a2 = _mm256_andnot_ps(sign, v2), a3 = _mm256_andnot_ps(sign, v3);
+        const float amax = hmax8(_mm256_max_ps(_mm256_max_ps(a0, a1), _mm256_max_ps(a2, a3)));
+        float max = 0.0f;
+        if (amax > 0.0f) {
+            const __m256 am = _mm256_set1_ps(amax);
+            const uint32_t hit = (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(a0, am, _CMP_EQ_OQ)) |
+                                 (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(a1, am, _CMP_EQ_OQ)) << 8 |
+                                 (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(a2, am, _CMP_EQ_OQ)) << 16 |
+                                 (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(a3, am, _CMP_EQ_OQ)) << 24;
+            max = xb[__builtin_ctz(hit)];
+        }
+        const float d = max / -8.0f;
+        const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+#define Q4(v) _mm256_min_epi32(_mm256_cvttps_epi32(_mm256_add_ps(_mm256_mul_ps((v), id), h)), fifteen)
+        const __m256i p8 = pack32(Q4(v0), Q4(v1), Q4(v2), Q4(v3));
+#undef Q4
+        const __m128i lo = _mm256_castsi256_si128(p8), hi = _mm256_extracti128_si256(p8, 1);
+        y[b].d = (uint16_t)_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        _mm_storeu_si128((__m128i *)y[b].qs, _mm_or_si128(lo, _mm_slli_epi16(hi, 4)));
+    }
+}
+
+// f32 -> bf16 round to nearest even, NaN kept quiet (as pt_f32_to_bf16)
+static TGT void to_bf16_avx2(const float *x, uint16_t *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        const __m256i u = _mm256_castps_si256(v);
+        const __m256i r = _mm256_srli_epi32(
+            _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)),
+                             _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))),
+            16);
+        const __m256i nanv = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+        const __m256i res = _mm256_blendv_epi8(r, nanv, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+        const __m256i pk = _mm256_permute4x64_epi64(_mm256_packus_epi32(res, res), 0x08);
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_castsi256_si128(pk));
+    }
+    for (; i < n; i++)
+        y[i] = pt_f32_to_bf16(x[i]);
+}
+
+// f32 -> fp16 round to nearest even (F16C), NaN kept quiet (as pt_f32_to_fp16)
+static TGT void to_f16_avx2(const float *x, uint16_t *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++)
+        y[i] = pt_f32_to_fp16(x[i]);
+}
+
+// pt_quantize_row for the narrowing types; false when not handled here.
+TGT bool pt_quantize_row_avx2(pt_dtype t, const float *x, void *dst, int64_t n)
+{
+    switch (t) {
+    case PT_Q8_0: quantize_q8_0_avx2(x, dst, n / QK); return true;
+    case PT_Q4_0: quantize_q4_0_avx2(x, dst, n / QK); return true;
+    case PT_BF16: to_bf16_avx2(x, dst, n); return true;
+    case PT_F16: to_f16_avx2(x, dst, n); return true;
+    default: return false;
+    }
+}
+
 // ---- float weights: 16 lanes as two 8-lane accumulators -----------------
 
 static TGTI __m256 ld8(pt_dtype t, const uint8_t *w, int64_t i)

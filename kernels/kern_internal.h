@@ -68,6 +68,9 @@ void pt_ftile_avx2(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, int64
                    int64_t ldx, int64_t nvec, float *y, int64_t ldy);
 float pt_dot_f32_avx2(const float *a, const float *b, int64_t n);
 void pt_axpy_avx2(float *y, float a, const float *x, int64_t n);
+// pt_quantize_row for Q8_0 / Q4_0 / BF16 / F16 (bit-identical to quant.c's
+// scalar code); false for other types.
+bool pt_quantize_row_avx2(pt_dtype t, const float *x, void *dst, int64_t n);
 #endif
 
 // Where quant j of block b goes: natural (b * 32 + j) or, when `paired`,

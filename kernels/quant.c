@@ -1,6 +1,7 @@
 // kernels/quant.c — element types, scalar conversions and ggml-identical
 // block quantisation (see kernels/quant.h for the layouts).
 #include "kernels/quant.h"
+#include "kernels/kern_internal.h"
 
 #include <assert.h>
 #include <math.h>
@@ -193,6 +194,11 @@ static void quantize_q4_0(const float *x, block_q4_0 *y, int64_t n)
 void pt_quantize_row(pt_dtype t, const float *x, void *dst, int64_t n)
 {
     assert(n >= 0 && (!pt_dtype_is_block(t) || n % QK == 0));
+#if defined(__x86_64__)
+    // every SIMD path has AVX2; the AVX2 code gives the same bytes
+    if (pt_kern_current() != &pt_kern_scalar && pt_quantize_row_avx2(t, x, dst, n))
+        return;
+#endif
     uint16_t *h = dst;
     switch (t) {
     case PT_F32: memcpy(dst, x, (size_t)n * 4); break;

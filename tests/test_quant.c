@@ -265,3 +265,59 @@ Test(quant, f16_bf16_rows)
     cr_assert_eq(y[1], -2.5f);
     cr_assert_float_eq(y[4], x[4], 2e-2);
 }
+
+// The SIMD row quantisers (used by pt_quantize_row on x86 paths) give the
+// scalar code's bytes: random rows with ties, zero blocks and, for the float
+// types, arbitrary bit patterns (NaN, inf, subnormals).
+#include "kernels/matmul.h"
+
+Test(quant, simd_rows_equal_scalar)
+{
+    if (!pt_kernel_path_supported(PT_PATH_AVX2)) {
+        cr_log_info("no AVX2 on this CPU: only the scalar quantisers exist");
+        return;
+    }
+    enum { N = 32 * 41 + 0 };
+    static float x[N];
+    static uint8_t a[N * 4], b[N * 4];
+    const pt_dtype types[] = {PT_Q8_0, PT_Q4_0, PT_BF16, PT_F16};
+    for (int rep = 0; rep < 300; rep++) {
+        for (int i = 0; i < N; i++) {
+            if (rep % 3 == 2)
+                x[i] = bitsf(rnd32() ^ (rnd32() << 21));
+            else
+                x[i] = rndf(-1, 1) * ldexpf(1.0f, (int)(rnd32() % 12) - 6);
+        }
+        if (rep % 3 == 1)
+            for (int blk = 0; blk < N / 32; blk++) {
+                // ties in magnitude (first wins for q4_0), exact halves, zeros
+                x[blk * 32 + (blk % 32)] = 4.0f;
+                x[blk * 32 + ((blk + 7) % 32)] = -4.0f;
+                x[blk * 32 + ((blk + 3) % 32)] = 2.0f;   // q8: 2 * 127/4 = 63.5 -> 64
+                x[blk * 32 + ((blk + 5) % 32)] = -0.0f;
+                if (blk % 5 == 0)
+                    for (int j = 0; j < 32; j++)
+                        x[blk * 32 + j] = 0.0f;
+            }
+        for (size_t ti = 0; ti < 4; ti++) {
+            pt_dtype t = types[ti];
+            if (rep % 3 == 2 && pt_dtype_is_block(t))
+                continue; // block types need finite input
+            size_t bytes = pt_row_bytes(t, N);
+            pt_kernel_set_path(PT_PATH_SCALAR);
+            pt_quantize_row(t, x, a, N);
+            pt_kernel_set_path(PT_PATH_AVX2);
+            pt_quantize_row(t, x, b, N);
+            for (size_t k = 0; k < bytes; k++)
+                cr_assert_eq(a[k], b[k], "%s rep %d byte %zu: scalar 0x%02X simd 0x%02X", pt_dtype_name(t),
+                             rep, k, a[k], b[k]);
+        }
+        // odd lengths for the float types
+        pt_kernel_set_path(PT_PATH_SCALAR);
+        pt_quantize_row(PT_BF16, x, a, 13);
+        pt_kernel_set_path(PT_PATH_AVX2);
+        pt_quantize_row(PT_BF16, x, b, 13);
+        cr_assert(memcmp(a, b, 26) == 0);
+    }
+    pt_kernel_set_path(PT_PATH_AUTO);
+}
