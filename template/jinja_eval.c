@@ -355,6 +355,98 @@ static jv call_macro(R *r, const jnode *m, const args *a, int line)
     return res;
 }
 
+
+// Python "fmt % args": %s %r %d %i %f (with an optional .precision) and %%.
+static jv percent_format(R *r, const jstr *fmt, jv args, int line)
+{
+    jlist one = {.n = 1, .cap = 1, .v = &args};
+    jlist *av = args.t == JV_LIST ? args.l : &one;
+    size_t k = 0;
+    jobuf o = {0};
+    jo_put(&o, "", 0);
+    for (size_t i = 0; i < fmt->n; i++) {
+        if (fmt->s[i] != '%' || i + 1 >= fmt->n) {
+            jo_put(&o, fmt->s + i, 1);
+            continue;
+        }
+        int prec = -1;
+        size_t j = i + 1;
+        if (fmt->s[j] == '.') {
+            prec = 0;
+            for (j++; j < fmt->n && fmt->s[j] >= '0' && fmt->s[j] <= '9'; j++)
+                prec = prec * 10 + (fmt->s[j] - '0');
+        }
+        char c = j < fmt->n ? fmt->s[j] : 0;
+        if (c == '%') {
+            jo_puts(&o, "%");
+        } else if (c == 's' || c == 'r' || c == 'd' || c == 'i' || c == 'f') {
+            if (k >= av->n) {
+                free(o.p);
+                return rfail(r, line, "not enough arguments for format string");
+            }
+            jv a = av->v[k++];
+            char buf[64];
+            if (c == 'd' || c == 'i')
+                snprintf(buf, sizeof buf, "%lld", (long long)(a.t == JV_FLOAT ? (int64_t)a.f : a.t == JV_BOOL ? a.b : a.i)),
+                    jo_puts(&o, buf);
+            else if (c == 'f')
+                snprintf(buf, sizeof buf, "%.*f", prec < 0 ? 6 : prec, a.t == JV_FLOAT ? a.f : (double)a.i),
+                    jo_puts(&o, buf);
+            else
+                jv_write(&o, a, c == 'r');
+        } else {
+            free(o.p);
+            return rfail(r, line, "unsupported format directive '%%%c'", c ? c : ' ');
+        }
+        i = j;
+    }
+    jv v = jv_strn(r->A, o.p, o.n);
+    free(o.p);
+    return v;
+}
+
+// Python str.format: {} / {0} / {name} fields (no format specs), {{ and }}.
+static jv brace_format(R *r, const jstr *fmt, const args *a, int line)
+{
+    jobuf o = {0};
+    jo_put(&o, "", 0);
+    int auto_i = 0;
+    for (size_t i = 0; i < fmt->n; i++) {
+        char c = fmt->s[i];
+        if ((c == '{' || c == '}') && i + 1 < fmt->n && fmt->s[i + 1] == c) {
+            jo_put(&o, &c, 1);
+            i++;
+            continue;
+        }
+        if (c != '{') {
+            jo_put(&o, &c, 1);
+            continue;
+        }
+        const char *e = memchr(fmt->s + i, '}', fmt->n - i);
+        if (!e) {
+            free(o.p);
+            return rfail(r, line, "unmatched '{' in format string");
+        }
+        size_t nl = (size_t)(e - (fmt->s + i + 1));
+        const char *name = fmt->s + i + 1;
+        jv v = UNDEF;
+        if (!nl)
+            v = arg(a, auto_i++, NULL, UNDEF);
+        else if (name[0] >= '0' && name[0] <= '9')
+            v = arg(a, atoi(name), NULL, UNDEF);
+        else {
+            char key[128];
+            snprintf(key, sizeof key, "%.*s", (int)nl, name);
+            v = arg(a, 1 << 30, key, UNDEF);
+        }
+        jv_write(&o, v, false);
+        i = (size_t)(e - fmt->s);
+    }
+    jv v = jv_strn(r->A, o.p, o.n);
+    free(o.p);
+    return v;
+}
+
 static jv call_builtin(R *r, const char *name, const args *a, int line)
 {
     if (!strcmp(name, "range")) {
@@ -513,6 +605,8 @@ static jv call_method(R *r, jv o, const char *m, const args *a, int line)
             free(b.p);
             return v;
         }
+        if (!strcmp(m, "format"))
+            return brace_format(r, s, a, line);
         if (!strcmp(m, "isdigit") || !strcmp(m, "isalpha") || !strcmp(m, "isspace")) {
             if (!s->n)
                 return B(false);
@@ -716,6 +810,8 @@ static jv arith(R *r, int op, jv a, jv b, int line)
         free(o.p);
         return v;
     }
+    if (op == '%' && a.t == JV_STR)
+        return percent_format(r, a.s, b, line);
     bool ia = a.t == JV_INT || a.t == JV_BOOL, ib = b.t == JV_INT || b.t == JV_BOOL;
     if (!(ia || a.t == JV_FLOAT) || !(ib || b.t == JV_FLOAT))
         return rfail(r, line, "unsupported operand types for '%c%c': %s and %s", op > 255 ? op >> 8 : op,
@@ -1140,6 +1236,14 @@ static jv apply_filter(R *r, const char *f, jv v, const args *a, int line)
         jv res = jv_strn(r->A, b.p, b.n);
         free(b.p);
         return res;
+    }
+    if (!strcmp(f, "format")) { // "%s-%s" | format(a, b)
+        if (!need_str(r, line, v, "format"))
+            return UNDEF;
+        jv l = jv_list(r->A);
+        for (int i = 0; i < a->n; i++)
+            jl_push(r->A, l.l, a->v[i]);
+        return percent_format(r, v.s, l, line);
     }
     if (!strcmp(f, "indent")) {
         jstr *s = to_str(r, v);

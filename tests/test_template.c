@@ -170,6 +170,9 @@ Test(template, filters_tests_methods)
            NULL, "TrueTrue|['a', 'b']['a', 'b']|x|axx|b");
     EXPECT("{{ d.get('a') }}{{ d.get('z', 0) }}{{ d.keys() | list }}{{ d['a'] }}", "{\"d\": {\"a\": 1}}",
            "10['a']1");
+    EXPECT("{{ '[Round {}] {q}'.format(2, q='x') }}{{ '{0}{0}{{}}'.format('a') }}|{{ '%s=%d %.2f %%' % ('a', 3, 0.5) }}"
+           "|{{ '%s-%s' | format(1, 'b') }}",
+           NULL, "[Round 2] xaa{}|a=3 0.50 %|1-b");
     EXPECT("{{ 'Hello World'.title() }} {{ 'hello'.capitalize() }} {{ 'abcabc'.replace('b', '') }}", NULL,
            "Hello World Hello acac");
 }
