@@ -280,3 +280,39 @@ Test(server, resume_after_restart)
     free(kv);
     free(model);
 }
+
+// Two interleaved conversations: the follow-up of the first is served from
+// its state kept in RAM (the live context holds the second by then).
+Test(server, interleaved_conversations_reuse_kept_state)
+{
+    char *model = tu_tiny_model("q8_0");
+    st_server s = st_start(model, NULL);
+    json_object *a = st_post_json(&s, "/v1/completions",
+                                  "{\"prompt\":[3,1,4,1,5,9,2,6],\"max_tokens\":5,\"temperature\":0,"
+                                  "\"return_token_ids\":true}",
+                                  200);
+    int ga[8];
+    cr_assert_eq(ids_of(st_path(a, "choices", 0, "token_ids"), ga), 5);
+    json_object_put(a);
+    json_object *b = st_post_json(&s, "/v1/completions", "{\"prompt\":[77,78,79,80],\"max_tokens\":5,\"temperature\":0}",
+                                  200);
+    cr_assert_eq(json_object_get_int(st_path(b, "timings", -1, "cached_tokens")), 0);
+    json_object_put(b);
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"prompt\":[3,1,4,1,5,9,2,6,%d,%d,%d,%d,%d,11,12],\"max_tokens\":4,\"temperature\":0,"
+             "\"return_token_ids\":true}",
+             ga[0], ga[1], ga[2], ga[3], ga[4]);
+    json_object *c = st_post_json(&s, "/v1/completions", body, 200);
+    cr_assert_eq(json_object_get_int(st_path(c, "timings", -1, "cached_tokens")), 8 + 5 - 1);
+    cr_assert_eq(json_object_get_int(st_path(c, "timings", -1, "prefill_tokens")), 15 - 12);
+    int got[8], ref[8];
+    int n = ids_of(st_path(c, "choices", 0, "token_ids"), got);
+    json_object_put(c);
+    char ids[256];
+    snprintf(ids, sizeof ids, "3,1,4,1,5,9,2,6,%d,%d,%d,%d,%d,11,12", ga[0], ga[1], ga[2], ga[3], ga[4]);
+    cr_assert_eq(run_ids(model, ids, 4, ref), n);
+    cr_assert_eq(memcmp(got, ref, sizeof(int) * (size_t)n), 0, "output after a restored state differs");
+    st_stop(&s);
+    free(model);
+}
