@@ -81,3 +81,29 @@ Test(tokenizer_cli, detokenize)
     cr_assert(strstr(out, "/nonexistent.json"), "%s", out);
     free(out);
 }
+
+// -m MODEL.gguf: a synthetic checkpoint converted to GGUF carries its
+// tokenizer (petrel.tokenizer.json); ids equal those from its tokenizer.json.
+Test(tokenizer_cli, from_converted_model)
+{
+    char *dir = tu_tmpdir("tokcli");
+    cr_assert(dir);
+    char *out = NULL;
+    int rc = tu_sh(&out, "%s synth --preset tiny -o %s/hf --quiet 2>&1 && %s convert %s/hf -o %s/m.gguf 2>&1", PETREL_BIN,
+                   dir, PETREL_BIN, dir, dir);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    const char *text = "Hello world, 你好 — 123 <｜end▁of▁sentence｜>";
+    char *a, *b, *d;
+    cr_assert_eq(tu_sh(&a, "%s tokenize -m %s/m.gguf '%s'", PETREL_BIN, dir, text), 0);
+    cr_assert_eq(tu_sh(&b, "%s tokenize --tokenizer %s/hf/tokenizer.json '%s'", PETREL_BIN, dir, text), 0);
+    cr_assert_str_eq(a, b);
+    a[strcspn(a, "\n")] = 0;
+    cr_assert_eq(tu_sh(&d, "%s detokenize -m %s/m.gguf %s", PETREL_BIN, dir, a), 0);
+    cr_assert_str_eq(d, text);
+    free(a);
+    free(b);
+    free(d);
+    tu_rmrf(dir);
+    free(dir);
+}
