@@ -17,7 +17,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: petrel tokenize (-m MODEL.gguf | --tokenizer tokenizer.json) [--no-special] [--add-special]\n"
                "                       (TEXT | - | --jsonl FILE)\n"
-               "  TEXT           text to encode; '-' reads raw bytes from stdin\n"
+               "  TEXT           text to encode; '-' reads raw bytes from stdin ('-- TEXT' if it starts with '-')\n"
                "  --jsonl FILE   encode the \"text\" field of every line; one JSON array of ids per line\n"
                "  --no-special   special-token text is plain text (HF split_special_tokens)\n"
                "  --add-special  apply the post-processor (e.g. a BOS from TemplateProcessing)\n");
