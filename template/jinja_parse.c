@@ -140,6 +140,7 @@ static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\
 static int lex_code(lexer *L, char close, bool *dash_end)
 {
     const char *s = L->src;
+    int depth = 0; // open ( [ {: a "}}" inside a dict literal does not close the tag
     for (;;) {
         while (L->pos < L->len && is_ws(s[L->pos])) {
             if (s[L->pos] == '\n')
@@ -150,12 +151,12 @@ static int lex_code(lexer *L, char close, bool *dash_end)
             return lex_fail(L, L->line, "unterminated tag (missing '%c}')", close);
         size_t p = L->pos;
         char c = s[p];
-        if (c == '-' && p + 2 < L->len + 1 && s[p + 1] == close && s[p + 2] == '}') {
+        if (depth <= 0 && c == '-' && p + 2 < L->len && s[p + 1] == close && s[p + 2] == '}') {
             *dash_end = true;
             L->pos = p + 3;
             return 0;
         }
-        if (c == close && p + 1 < L->len && s[p + 1] == '}') {
+        if (depth <= 0 && c == close && p + 1 < L->len && s[p + 1] == '}') {
             *dash_end = false;
             L->pos = p + 2;
             return 0;
@@ -261,6 +262,10 @@ static int lex_code(lexer *L, char close, bool *dash_end)
                 }
             if (!strchr("+-*/%~=<>.,:|()[]{}!", c))
                 return lex_fail(L, t.line, "unexpected character '%c'", c);
+            if (c == '(' || c == '[' || c == '{')
+                depth++;
+            else if (c == ')' || c == ']' || c == '}')
+                depth--;
         }
         push(L, t);
     }

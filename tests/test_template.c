@@ -173,6 +173,7 @@ Test(template, filters_tests_methods)
     EXPECT("{{ '[Round {}] {q}'.format(2, q='x') }}{{ '{0}{0}{{}}'.format('a') }}|{{ '%s=%d %.2f %%' % ('a', 3, 0.5) }}"
            "|{{ '%s-%s' | format(1, 'b') }}",
            NULL, "[Round 2] xaa{}|a=3 0.50 %|1-b");
+    EXPECT("{{ {'a': {'b': 1}} }}{{ {'k': [1]}['k'] }}", NULL, "{'a': {'b': 1}}[1]");
     EXPECT("{{ 'Hello World'.title() }} {{ 'hello'.capitalize() }} {{ 'abcabc'.replace('b', '') }}", NULL,
            "Hello World Hello acac");
 }
