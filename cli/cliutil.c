@@ -22,6 +22,8 @@ const char *cli_model_opts_help =
     "      --no-hot-store    never pin experts\n"
     "      --no-prefetch     no lookahead prefetch of the next layer's experts\n"
     "      --usage FILE      routing-heat file (default MODEL.usage; 'none': do not record)\n"
+    "      --stats           per-layer expert cache / I/O / prefetch statistics at the end\n"
+    "      --trace FILE      record the routed experts of every token and layer (bench/trace-replay.sh)\n"
     "  -v, --verbose         load details\n";
 
 void cli_model_opts_init(cli_model_opts *o)
@@ -119,6 +121,12 @@ int cli_model_opt(cli_model_opts *o, int argc, char **argv, int *i)
             o->mp.no_hot_store = true;
         o->mp.pin_bytes = (uint64_t)sz;
         ++*i;
+    } else if (!strcmp(a, "--trace")) {
+        if (need(argc, argv, i) < 0)
+            return -1;
+        o->trace = argv[++*i];
+    } else if (!strcmp(a, "--stats")) {
+        o->stats = true;
     } else if (!strcmp(a, "--no-hot-store")) {
         o->mp.no_hot_store = true;
     } else if (!strcmp(a, "--no-prefetch")) {
@@ -190,5 +198,17 @@ int cli_open(const cli_model_opts *o, petrel_model **m, petrel_context **c)
         petrel_model_close(*m);
         return -1;
     }
+    if (o->trace && petrel_trace_open(*c, o->trace, err, sizeof err) < 0) {
+        fprintf(stderr, "petrel: %s\n", err);
+        petrel_context_free(*c);
+        petrel_model_close(*m);
+        return -1;
+    }
     return 0;
+}
+
+void cli_print_stream_stats(const cli_model_opts *o, const petrel_context *c)
+{
+    if (o->stats)
+        petrel_print_stream_stats(c, stderr);
 }

@@ -10,6 +10,8 @@
 //   --expert-slots N, -c/--ctx N, --batch N, -v/--verbose
 typedef struct cli_model_opts {
     const char *model;
+    const char *trace;        // --trace FILE: routed experts of every token and layer (opened by cli_open)
+    bool stats;               // --stats: print the streaming table at the end (cli_print_stream_stats)
     petrel_model_params mp;
     petrel_context_params cp;
 } cli_model_opts;
@@ -23,7 +25,10 @@ extern const char *cli_model_opts_help;
 // Parses "1,2,3" into a malloc'ed array; -1 on error.
 int cli_parse_ids(const char *s, petrel_token **out);
 
-// Opens model + context from options; prints the error and returns -1.
+// Opens model + context from options (and the --trace file); prints the
+// error and returns -1.
 int cli_open(const cli_model_opts *o, petrel_model **m, petrel_context **c);
+// With --stats: the per-layer expert-streaming table and totals on stderr.
+void cli_print_stream_stats(const cli_model_opts *o, const petrel_context *c);
 
 #endif
