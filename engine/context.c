@@ -288,11 +288,8 @@ int petrel_decode_mtp(petrel_context *c, const int *batch_idx, const petrel_toke
     c->mtp_len = s->pos[0] + n;
     for (int j = 0; j < n; j++)
         pt_rmsnorm(s->xn + (size_t)j * n_embd, s->x + (size_t)j * n_embd, L->head_norm, n_embd, hp->rms_eps);
-    if (!c->mtp_logits) {
-        c->mtp_logits = malloc(sizeof(float) * (size_t)c->n_batch * hp->n_vocab);
-        if (!c->mtp_logits)
-            return pt_errf(&c->err, "out of memory (MTP logits)");
-    }
+    if (ensure_rows(&c->mtp_logits, &c->mtp_rows, n, (int)hp->n_vocab) < 0)
+        return pt_errf(&c->err, "out of memory (MTP logits for %d positions)", n);
     pt_gemm(L->head, s->xn, n, c->mtp_logits);
     c->mtp_n = n;
     return 0;

@@ -57,7 +57,8 @@ struct petrel_context {
     int logits_rows;          // rows allocated
     int logits_first;         // batch index of logits row 0 (n-1 in LAST mode)
     int logits_n;             // rows valid
-    float *mtp_logits;        // (n_batch, n_vocab)
+    float *mtp_logits;        // (mtp_rows, n_vocab) grown on demand
+    int mtp_rows;             // rows allocated
     int mtp_n;
     petrel_route_fn route_fn; // routing observer or NULL
     void *route_user;
