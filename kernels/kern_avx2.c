@@ -2,12 +2,17 @@
 // with target attributes (the library needs no -march flag) and chosen at
 // run time. Bit-identical to kern_scalar.c (contract: kern_internal.h).
 //
-// Block products: maddubs (u8 x s8 -> pairs of int16) then madd with ones
-// (-> 8 int32 lanes). Q4_0 multiplies the raw nibbles (0..15) and subtracts
-// 8 * sum(x quants) afterwards; Q8_0 uses |w| x sign(x, w). Eight blocks'
-// lane vectors are folded by an hadd tree into one vector whose lane j is
-// block j's exact integer dot, which then meets its scale in one fma, i.e.
-// block b lands in accumulator lane b % 8 as the contract says.
+// Block products (kern_x86_body.h): maddubs (u8 x s8 -> pairs of int16),
+// then madd with ones (-> int32). Q4_0 multiplies the raw nibbles (0..15)
+// and subtracts 8 * sum(x quants) afterwards, two blocks per register, pair
+// sums folded in int16 (KX_PAIR16); Q8_0 uses |w| x sign(x, w). Eight
+// blocks are folded by an hadd tree into one vector whose lane j is block
+// j's exact integer dot, which then meets its scale in one fma: block b
+// lands in accumulator lane b % 8 as the contract says.
+//
+// This file also holds the AVX2 activation quantiser and row quantisers
+// (exact ggml reference results) and the float-weight dots, which the
+// AVX-VNNI path reuses.
 #include "kernels/kern_internal.h"
 
 #if defined(__x86_64__)
