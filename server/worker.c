@@ -104,6 +104,7 @@ static void *worker_main(void *arg)
             w->tail = NULL;
         w->n_queued--;
         w->busy = true;
+        w->current = j;
         pthread_mutex_unlock(&w->mu);
 
         pthread_mutex_lock(&j->mu);
@@ -116,11 +117,12 @@ static void *worker_main(void *arg)
             stream_state ss = {j, true};
             rc = srv_generate(w->e, &j->gp, on_piece, &ss, &j->cancel, &j->res);
         }
-        finish_job(w, j, rc);
-        srv_job_unref(j);
         pthread_mutex_lock(&w->mu);
         w->busy = false;
+        w->current = NULL;
         pthread_mutex_unlock(&w->mu);
+        finish_job(w, j, rc);
+        srv_job_unref(j);
     }
     return NULL;
 }
@@ -182,6 +184,8 @@ void srv_worker_stop(srv_worker *w)
         return;
     pthread_mutex_lock(&w->mu);
     w->stopping = true;
+    if (w->current)
+        atomic_store(&w->current->cancel, true);
     srv_job *q = w->head;
     w->head = w->tail = NULL;
     w->n_queued = 0;

@@ -30,6 +30,7 @@ typedef struct srv_worker {
     srv_job *head, *tail;            // FIFO of queued jobs
     int n_queued, max_queue;
     bool busy;                       // a job is running
+    srv_job *current;                // the running job (borrowed), or NULL
     bool stopping;
     srv_metrics m;                   // guarded by mu
 } srv_worker;
@@ -41,8 +42,7 @@ int srv_worker_submit(srv_worker *w, srv_job *j);
 void srv_worker_count_rejected(srv_worker *w);
 // Prometheus text exposition; malloc'ed.
 char *srv_worker_metrics(srv_worker *w);
-// Fails queued jobs with 503, lets the running one end (its connection
-// cancels it), joins the thread. The counters stay usable until srv_worker_free.
+// Fails queued jobs with 503, cancels the running one, joins the thread. The counters stay usable until srv_worker_free.
 void srv_worker_stop(srv_worker *w);
 void srv_worker_free(srv_worker *w);
 
