@@ -18,6 +18,24 @@
 static _Atomic(const pt_kern *) g_kern;          // NULL until first use
 static _Atomic int g_path = PT_PATH_AUTO;         // the requested setting
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+// CPUID bits that not every compiler's __builtin_cpu_supports knows:
+// F16C (leaf 1, ECX bit 29) and AVX-VNNI (leaf 7 subleaf 1, EAX bit 4).
+// OS support for the AVX state is covered by the "avx2" check they go with.
+static bool cpu_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+}
+
+static bool cpu_avxvnni(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid_max(0, NULL) >= 7 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1);
+}
+#endif
+
 bool pt_kernel_path_supported(pt_kernel_path p)
 {
     switch (p) {
@@ -25,14 +43,13 @@ bool pt_kernel_path_supported(pt_kernel_path p)
     case PT_PATH_SCALAR: return true;
 #if defined(__x86_64__)
     case PT_PATH_AVX2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_f16c();
     case PT_PATH_AVX512:
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-               __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+               __builtin_cpu_supports("fma") && cpu_f16c();
     case PT_PATH_AVXVNNI:
-        return pt_kernel_path_supported(PT_PATH_AVX2) && __builtin_cpu_supports("avxvnni");
+        return pt_kernel_path_supported(PT_PATH_AVX2) && cpu_avxvnni();
 #else
     default: return false;
 #endif
