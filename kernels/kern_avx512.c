@@ -147,6 +147,8 @@ const pt_kern pt_kern_avx512 = {
     .ftile = ftile_avx512,
     .dot_f32 = dot_f32_avx512,
     .axpy = axpy_avx512,
+    .dot_rows = pt_dot_rows_avx2,   // same 16-lane order as the zmm dot
+    .axpy_rows = pt_axpy_rows_avx2,
 };
 
 #endif

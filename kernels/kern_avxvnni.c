@@ -24,6 +24,8 @@ const pt_kern pt_kern_avxvnni = {
     .ftile = pt_ftile_avx2,
     .dot_f32 = pt_dot_f32_avx2,
     .axpy = pt_axpy_avx2,
+    .dot_rows = pt_dot_rows_avx2,
+    .axpy_rows = pt_axpy_rows_avx2,
 };
 
 #endif

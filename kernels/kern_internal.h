@@ -54,6 +54,10 @@ typedef struct pt_kern {
     void (*quant_act)(const float *x, int64_t nb, bool paired, int8_t *qs, float *d, int32_t *s8);
     float (*dot_f32)(const float *a, const float *b, int64_t n); // 16-lane order
     void (*axpy)(float *y, float a, const float *x, int64_t n);   // y = fmaf(a, x, y)
+    // out[t] = dot_f32(q, rows + t * ld, d), t < n
+    void (*dot_rows)(float *out, const float *q, const float *rows, int64_t n, int64_t d, int64_t ld);
+    // for t < n in order: out = fmaf(p[t], rows + t * ld, out) element-wise
+    void (*axpy_rows)(float *out, const float *p, const float *rows, int64_t n, int64_t d, int64_t ld);
 } pt_kern;
 
 extern const pt_kern pt_kern_scalar;
@@ -68,6 +72,8 @@ void pt_ftile_avx2(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, int64
                    int64_t ldx, int64_t nvec, float *y, int64_t ldy);
 float pt_dot_f32_avx2(const float *a, const float *b, int64_t n);
 void pt_axpy_avx2(float *y, float a, const float *x, int64_t n);
+void pt_dot_rows_avx2(float *out, const float *q, const float *rows, int64_t n, int64_t d, int64_t ld);
+void pt_axpy_rows_avx2(float *out, const float *p, const float *rows, int64_t n, int64_t d, int64_t ld);
 // pt_quantize_row for Q8_0 / Q4_0 / BF16 / F16 (bit-identical to quant.c's
 // scalar code); false for other types.
 bool pt_quantize_row_avx2(pt_dtype t, const float *x, void *dst, int64_t n);

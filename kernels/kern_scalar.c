@@ -122,6 +122,18 @@ void pt_quant_act_scalar(const float *x, int64_t nb, bool paired, int8_t *qs, fl
     }
 }
 
+static void dot_rows_scalar(float *out, const float *q, const float *rows, int64_t n, int64_t d, int64_t ld)
+{
+    for (int64_t t = 0; t < n; t++)
+        out[t] = dot_f32_scalar(q, rows + t * ld, d);
+}
+
+static void axpy_rows_scalar(float *out, const float *p, const float *rows, int64_t n, int64_t d, int64_t ld)
+{
+    for (int64_t t = 0; t < n; t++)
+        axpy_scalar(out, p[t], rows + t * ld, d);
+}
+
 const pt_kern pt_kern_scalar = {
     .name = "scalar",
     .qtile = qtile_scalar,
@@ -129,4 +141,6 @@ const pt_kern pt_kern_scalar = {
     .ftile = ftile_scalar,
     .dot_f32 = dot_f32_scalar,
     .axpy = axpy_scalar,
+    .dot_rows = dot_rows_scalar,
+    .axpy_rows = axpy_rows_scalar,
 };

@@ -148,8 +148,10 @@ enum { SERIAL_WORK = 1 << 16 }; // below this many weights x vectors: one thread
 #define PT_SCHED dynamic, 1 // tiles handed out on demand (results do not depend on it)
 #endif
 
-void pt_gemm_rows(const pt_mat *W, int64_t r0, int64_t r1, const float *X, int64_t batch,
-                  float *Y, int64_t ldy)
+// The one implementation behind pt_gemm_rows / pt_gemm_strided: row r of W
+// starts at W->data + r * rb.
+static void gemm_rows(const pt_mat *W, size_t rb, int64_t r0, int64_t r1, const float *X, int64_t batch,
+                      float *Y, int64_t ldy)
 {
     assert(W && X && Y);
     assert(0 <= r0 && r0 <= r1 && r1 <= W->rows && batch >= 0);
@@ -157,8 +159,7 @@ void pt_gemm_rows(const pt_mat *W, int64_t r0, int64_t r1, const float *X, int64
     const int64_t nrows = r1 - r0, cols = W->cols;
     if (nrows == 0 || batch == 0)
         return;
-    const size_t rb = pt_row_bytes(W->type, (uint64_t)cols);
-    assert(rb > 0 || cols == 0);
+    assert(rb >= pt_row_bytes(W->type, (uint64_t)cols) && (rb > 0 || cols == 0));
     const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r0 * rb;
     const pt_kern *k = pt_kern_current();
     const bool quant = pt_dtype_is_block(W->type);
@@ -207,6 +208,17 @@ void pt_gemm_rows(const pt_mat *W, int64_t r0, int64_t r1, const float *X, int64
             k->ftile(W->type, w0 + (size_t)r * rb, rb, nr, cols, X + v * cols, cols, nv,
                      Y + v * ldy + r, ldy);
     }
+}
+
+void pt_gemm_rows(const pt_mat *W, int64_t r0, int64_t r1, const float *X, int64_t batch,
+                  float *Y, int64_t ldy)
+{
+    gemm_rows(W, pt_row_bytes(W->type, (uint64_t)W->cols), r0, r1, X, batch, Y, ldy);
+}
+
+void pt_gemm_strided(const pt_mat *W, size_t ld_bytes, const float *X, int64_t batch, float *Y, int64_t ldy)
+{
+    gemm_rows(W, ld_bytes, 0, W->rows, X, batch, Y, ldy);
 }
 
 void pt_gemv(const pt_mat *W, const float *x, float *y)

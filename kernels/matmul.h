@@ -41,6 +41,12 @@ void pt_gemm(const pt_mat *W, const float *X, int64_t batch, float *Y);
 void pt_gemm_rows(const pt_mat *W, int64_t r0, int64_t r1, const float *X, int64_t batch,
                   float *Y, int64_t ldy);
 
+// Same as pt_gemm_rows(W, 0, W->rows, ...) for a matrix whose rows lie
+// ld_bytes apart (>= one row's bytes) instead of back to back, e.g. the c_kv
+// part of an attention cache row [c_kv | k_rope]: with F32 rows, Y[b][t] is
+// bit for bit pt_dot_f32(X[b], row t, cols).
+void pt_gemm_strided(const pt_mat *W, size_t ld_bytes, const float *X, int64_t batch, float *Y, int64_t ldy);
+
 // Frees the calling thread's grow-only activation scratch (optional; the
 // buffers are reused across calls so the decode loop does not allocate).
 void pt_matmul_scratch_free(void);

@@ -20,6 +20,18 @@ void pt_axpy(float *y, float a, const float *x, int64_t n)
     pt_kern_current()->axpy(y, a, x, n);
 }
 
+void pt_dot_rows_f32(float *out, const float *q, const float *rows, int64_t n, int64_t d, int64_t ld)
+{
+    assert(n >= 0 && d >= 0 && (n <= 1 || ld >= d));
+    pt_kern_current()->dot_rows(out, q, rows, n, d, ld);
+}
+
+void pt_axpy_rows_f32(float *out, const float *p, const float *rows, int64_t n, int64_t d, int64_t ld)
+{
+    assert(n >= 0 && d >= 0 && (n <= 1 || ld >= d));
+    pt_kern_current()->axpy_rows(out, p, rows, n, d, ld);
+}
+
 // scale = 1 / sqrtf(sum(x^2) / n + eps), y_i = (x_i * scale) * w_i.
 void pt_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
 {

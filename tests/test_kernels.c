@@ -470,3 +470,93 @@ Test(quant_act, paths_equal_ggml_reference)
     }
     free(x);
 }
+
+// ---- attention helpers: identical to the per-row dot / axpy loops ----------
+
+Test(ops, dot_rows_and_axpy_rows_equal_loops)
+{
+    const int64_t ds[] = {1, 7, 16, 17, 64, 100, 512};
+    const int64_t ns[] = {0, 1, 3, 4, 9, 70};
+    for (size_t di = 0; di < 7; di++)
+        for (size_t ni = 0; ni < 6; ni++) {
+            int64_t d = ds[di], n = ns[ni], ld = d + 5;
+            float *rows = rand_vec(n * ld + 1), *q = rand_vec(d), *p = rand_vec(n + 1);
+            float *want = malloc(sizeof(float) * (size_t)(n + d + 1));
+            float *got = malloc(sizeof(float) * (size_t)(n + d + 1));
+            float *o0 = rand_vec(d);
+            for (size_t pi = 0; pi < NPATHS; pi++) {
+                if (!pt_kernel_path_supported(all_paths[pi]))
+                    continue;
+                pt_kernel_set_path(all_paths[pi]);
+                for (int64_t t = 0; t < n; t++)
+                    want[t] = pt_dot_f32(q, rows + t * ld, d);
+                pt_dot_rows_f32(got, q, rows, n, d, ld);
+                for (int64_t t = 0; t < n; t++)
+                    cr_assert_eq(fbits(got[t]), fbits(want[t]), "dot_rows d=%ld n=%ld t=%ld path %s", (long)d,
+                                 (long)n, (long)t, pt_kernel_path_name());
+                memcpy(want, o0, sizeof(float) * (size_t)d);
+                memcpy(got, o0, sizeof(float) * (size_t)d);
+                for (int64_t t = 0; t < n; t++)
+                    pt_axpy(want, p[t], rows + t * ld, d);
+                pt_axpy_rows_f32(got, p, rows, n, d, ld);
+                for (int64_t i = 0; i < d; i++)
+                    cr_assert_eq(fbits(got[i]), fbits(want[i]), "axpy_rows d=%ld n=%ld i=%ld path %s", (long)d,
+                                 (long)n, (long)i, pt_kernel_path_name());
+            }
+            // and the scalar path's loops agree with the SIMD ones
+            pt_kernel_set_path(PT_PATH_SCALAR);
+            float *s = malloc(sizeof(float) * (size_t)(n + 1));
+            pt_dot_rows_f32(s, q, rows, n, d, ld);
+            pt_kernel_set_path(PT_PATH_AUTO);
+            pt_dot_rows_f32(got, q, rows, n, d, ld);
+            for (int64_t t = 0; t < n; t++)
+                cr_assert_eq(fbits(s[t]), fbits(got[t]));
+            pt_kernel_set_path(PT_PATH_AUTO);
+            free(s);
+            free(rows);
+            free(q);
+            free(p);
+            free(want);
+            free(got);
+            free(o0);
+        }
+}
+
+// Strided rows (attention scores over a cache): == pt_dot_f32 per pair, and
+// == pt_gemm on a packed copy for block types.
+Test(matmul, strided_rows)
+{
+    const int64_t n = 45, d = 96, ldf = 107, B = 6;
+    float *rows = rand_vec(n * ldf), *Q = rand_vec(B * d), *Y = malloc(sizeof(float) * (size_t)(B * n));
+    pt_mat W = {.data = rows, .type = PT_F32, .rows = n, .cols = d};
+    for (size_t pi = 0; pi < NPATHS; pi++) {
+        if (!pt_kernel_path_supported(all_paths[pi]))
+            continue;
+        pt_kernel_set_path(all_paths[pi]);
+        for (int64_t B1 = 1; B1 <= B; B1 += B - 1) {
+            pt_gemm_strided(&W, sizeof(float) * ldf, Q, B1, Y, n);
+            for (int64_t b = 0; b < B1; b++)
+                for (int64_t t = 0; t < n; t++)
+                    cr_assert_eq(fbits(Y[b * n + t]), fbits(pt_dot_f32(Q + b * d, rows + t * ldf, d)),
+                                 "path %s b %ld t %ld", pt_kernel_path_name(), (long)b, (long)t);
+        }
+        // Q8_0 rows with 10 spare bytes between them
+        tmat P = make_mat(PT_Q8_0, n, d);
+        size_t rb = pt_row_bytes(PT_Q8_0, d), ld = rb + 10;
+        uint8_t *sp = malloc(ld * (size_t)n);
+        for (int64_t t = 0; t < n; t++)
+            memcpy(sp + (size_t)t * ld, (uint8_t *)P.data + (size_t)t * rb, rb);
+        float *Y2 = malloc(sizeof(float) * (size_t)(B * n));
+        pt_gemm(&P.m, Q, B, Y);
+        pt_mat S = {.data = sp, .type = PT_Q8_0, .rows = n, .cols = d};
+        pt_gemm_strided(&S, ld, Q, B, Y2, n);
+        cr_assert(memcmp(Y, Y2, sizeof(float) * (size_t)(B * n)) == 0);
+        free(Y2);
+        free(sp);
+        free_mat(&P);
+    }
+    pt_kernel_set_path(PT_PATH_AUTO);
+    free(rows);
+    free(Q);
+    free(Y);
+}
