@@ -7,7 +7,7 @@
 // decode (the prompt occupies positions 0..15: replay with --count-from 16).
 //
 // usage: bench_stream -m MODEL [--ram SIZE] [--io MODE] [--pin SIZE] [--no-prefetch]
-//                     [--no-hot] [--usage FILE] [-n N] [-t THREADS] [--trace FILE] [--preload]
+//                     [--no-hot] [--lru] [--usage FILE] [-n N] [-t THREADS] [--trace FILE] [--preload]
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +57,8 @@ int main(int argc, char **argv)
             mp.no_prefetch = true;
         else if (!strcmp(a, "--no-hot"))
             mp.no_hot_store = true;
+        else if (!strcmp(a, "--lru"))
+            mp.cache_lru = true;
         else if (!strcmp(a, "--usage") && v)
             mp.usage_path = argv[++i];
         else if (!strcmp(a, "-n") && v)
@@ -69,7 +71,7 @@ int main(int argc, char **argv)
             do_preload = 1;
         else {
             fprintf(stderr, "usage: bench_stream -m MODEL [--ram SIZE] [--io MODE] [--pin SIZE] [--no-prefetch] "
-                            "[--no-hot] [--usage FILE] [-n N] [-t THREADS] [--trace FILE] [--preload]\n");
+                            "[--no-hot] [--lru] [--usage FILE] [-n N] [-t THREADS] [--trace FILE] [--preload]\n");
             return 2;
         }
     }

@@ -8,7 +8,9 @@
 //   lru+prefetch   LRU that also inserts the lookahead predictions ('P'
 //                  lines) before each step; a predicted expert that is then
 //                  used counts as a hit, as in the engine's "prefetched" tier
-//   hot+lru+prefetch  both, which is what the engine runs
+//   hot+lru+prefetch  both
+//   hot+lfu(+prefetch) the hot-store with least-used-first eviction (ties to
+//                  LRU) in the rest: the engine's default policy
 //   belady         Belady's optimal replacement (furthest next use) per layer
 // A "use" is one routed expert of one token in one layer (lines 'A').
 //
@@ -89,6 +91,8 @@ typedef struct lcache {
     uint64_t *last;     // (cap,) last use clock
     uint64_t *freq;     // (n_expert,) uses so far (LFU)
     uint8_t *pinned;    // (n_expert,) hot-store (never cached here)
+    uint64_t guard;     // entries used at or after this clock are in use (not evictable)
+    int guard_pos;      // position the guard window belongs to
 } lcache;
 
 enum { POL_LRU, POL_LFU };
@@ -101,6 +105,9 @@ static int find(const lcache *c, int e)
     return -1;
 }
 
+// Inserts (or touches) e; like the engine, entries used in the current step
+// (prefetched for it or already served) are pinned and never the victim:
+// when every entry is, e is computed without being kept.
 static void insert(lcache *c, int e, uint64_t clock, int pol)
 {
     if (c->cap <= 0)
@@ -113,8 +120,14 @@ static void insert(lcache *c, int e, uint64_t clock, int pol)
     if (c->n < c->cap) {
         i = c->n++;
     } else {
-        i = 0;
-        for (int j = 1; j < c->n; j++) {
+        i = -1;
+        for (int j = 0; j < c->n; j++) {
+            if (c->last[j] >= c->guard)
+                continue;
+            if (i < 0) {
+                i = j;
+                continue;
+            }
             bool better;
             if (pol == POL_LFU)
                 better = c->freq[c->ids[j]] < c->freq[c->ids[i]] ||
@@ -124,6 +137,8 @@ static void insert(lcache *c, int e, uint64_t clock, int pol)
             if (better)
                 i = j;
         }
+        if (i < 0)
+            return;
     }
     c->ids[i] = e;
     c->last[i] = clock;
@@ -149,6 +164,7 @@ static void sim_init(sim *s, const trace *t, int cap, const uint8_t *pinned)
         c->ids = calloc((size_t)cap + 1, sizeof(int32_t));
         c->last = calloc((size_t)cap + 1, sizeof(uint64_t));
         c->freq = calloc((size_t)t->n_expert, sizeof(uint64_t));
+        c->guard_pos = -1;
     }
 }
 
@@ -173,6 +189,10 @@ static double run_policy(const trace *t, int cap, const uint8_t *pinned, int pol
     for (int i = 0; i < t->n; i++) {
         const step *st = &t->s[i];
         lcache *c = &s.l[st->layer];
+        if (st->kind == 'P' || c->guard_pos != st->pos) { // a new step of this layer
+            c->guard = s.clock + 1;
+            c->guard_pos = st->pos;
+        }
         if (st->kind == 'P') {
             if (prefetch)
                 for (int k = 0; k < st->n; k++)
@@ -180,16 +200,20 @@ static double run_policy(const trace *t, int cap, const uint8_t *pinned, int pol
                         insert(c, st->ids[k], ++s.clock, pol);
             continue;
         }
-        for (int k = 0; k < st->n; k++) {
-            const int e = st->ids[k];
-            const bool counted = st->pos >= count_from;
-            s.uses += counted;
-            c->freq[e]++;
-            if (counted && (c->pinned[e] || find(c, e) >= 0))
-                s.hits++;
-            if (!c->pinned[e])
-                insert(c, e, ++s.clock, pol);
-        }
+        // hits first (they are pinned for the step), then the misses
+        for (int pass = 0; pass < 2; pass++)
+            for (int k = 0; k < st->n; k++) {
+                const int e = st->ids[k];
+                const bool hit = c->pinned[e] || find(c, e) >= 0;
+                if (hit != (pass == 0))
+                    continue;
+                const bool counted = st->pos >= count_from;
+                s.uses += counted;
+                c->freq[e]++;
+                s.hits += counted && hit;
+                if (!c->pinned[e])
+                    insert(c, e, ++s.clock, pol);
+            }
     }
     double r = s.uses ? (double)s.hits / (double)s.uses : 0;
     sim_free(&s, t);
@@ -343,6 +367,8 @@ int main(int argc, char **argv)
     double hot = run_policy(&t, (int)lru_cap, pinned, POL_LRU, false);
     double pf = run_policy(&t, (int)slots, NULL, POL_LRU, true);
     double hotpf = run_policy(&t, (int)lru_cap, pinned, POL_LRU, true);
+    double hotlfu = run_policy(&t, (int)lru_cap, pinned, POL_LFU, false);
+    double hotlfupf = run_policy(&t, (int)lru_cap, pinned, POL_LFU, true);
     double bel = run_belady(&t, (int)slots);
     printf("trace %s: %d layers used, %d experts, top-%d, capacity %ld slots per layer (%.2f GB in all); "
            "hot-store %ld slots (heat from %s)\n",
@@ -354,9 +380,12 @@ int main(int argc, char **argv)
     printf("%-18s %7.1f%%\n", "hot+lru", 100 * hot);
     printf("%-18s %7.1f%%\n", "lru+prefetch", 100 * pf);
     printf("%-18s %7.1f%%\n", "hot+lru+prefetch", 100 * hotpf);
+    printf("%-18s %7.1f%%\n", "hot+lfu", 100 * hotlfu);
+    printf("%-18s %7.1f%%\n", "hot+lfu+prefetch", 100 * hotlfupf);
     printf("%-18s %7.1f%%\n", "belady", 100 * bel);
-    printf("RESULT slots=%ld lru=%.4f lfu=%.4f hot_lru=%.4f lru_prefetch=%.4f hot_lru_prefetch=%.4f belady=%.4f\n",
-           slots, lru, lfu, hot, pf, hotpf, bel);
+    printf("RESULT slots=%ld lru=%.4f lfu=%.4f hot_lru=%.4f lru_prefetch=%.4f hot_lru_prefetch=%.4f hot_lfu=%.4f "
+           "hot_lfu_prefetch=%.4f belady=%.4f\n",
+           slots, lru, lfu, hot, pf, hotpf, hotlfu, hotlfupf, bel);
     free(pinned);
     free(counts);
     free(used_layer);

@@ -33,6 +33,7 @@ typedef struct layer_cache {
     slot *slots;            // (n_expert,) at most one slot per expert
     int *where;             // (n_expert,) slot index of expert or -1
     bool *is_hot;           // (n_expert,) expert belongs to the hot-store
+    uint64_t *freq;         // (n_expert,) demand uses (prior heat + this session)
     pt_ecache_layer_stats st;
 } layer_cache;
 
@@ -42,6 +43,7 @@ struct pt_ecache {
     int n_layers;
     layer_cache *layers;    // (n_layers,)
     bool slot_mode;
+    bool lru_only;          // plain LRU victims (else least used, then least recent)
     uint64_t budget;        // LRU slot bytes allowed (budget mode)
     uint64_t lru_bytes;     // LRU slot bytes allocated
     uint64_t hot_bytes;     // hot slot bytes allocated
@@ -83,6 +85,7 @@ pt_ecache *pt_ecache_new(const pt_ecache_cfg *cfg, pt_err *err)
     c->path = strdup(cfg->path ? cfg->path : "?");
     c->n_layers = cfg->n_layers;
     c->slot_mode = cfg->slots_per_layer > 0;
+    c->lru_only = cfg->lru_only;
     c->budget = cfg->budget_bytes;
     c->layers = calloc((size_t)cfg->n_layers, sizeof *c->layers);
     if (!c->layers)
@@ -115,8 +118,12 @@ pt_ecache *pt_ecache_new(const pt_ecache_cfg *cfg, pt_err *err)
         L->slots = calloc((size_t)L->src.n_expert, sizeof *L->slots);
         L->where = malloc(sizeof(int) * (size_t)L->src.n_expert);
         L->is_hot = calloc((size_t)L->src.n_expert, sizeof(bool));
-        if (!L->slots || !L->where || !L->is_hot)
+        L->freq = calloc((size_t)L->src.n_expert, sizeof(uint64_t));
+        if (!L->slots || !L->where || !L->is_hot || !L->freq)
             goto oom;
+        if (cfg->heat)
+            for (int e = 0; e < L->src.n_expert; e++)
+                L->freq[e] = cfg->heat[(size_t)il * (size_t)cfg->heat_stride + (size_t)e];
         for (int e = 0; e < L->src.n_expert; e++)
             L->where[e] = -1;
     }
@@ -147,6 +154,7 @@ void pt_ecache_free(pt_ecache *c)
         free(L->slots);
         free(L->where);
         free(L->is_hot);
+        free(L->freq);
     }
     free(c->layers);
     free(c->path);
@@ -155,12 +163,25 @@ void pt_ecache_free(pt_ecache *c)
 
 static bool evictable(const slot *s) { return s->state == S_READY && s->pins == 0 && !s->hot; }
 
-// Least recently used evictable slot of layer L, or -1.
-static int lru_slot(const layer_cache *L)
+// Whether slot a is a better victim than slot b: the least used expert
+// (routing heat), the least recently used among equals; plain LRU in
+// lru_only mode. A prefetched expert not used yet counts as used once less.
+static bool worse(const pt_ecache *c, const layer_cache *L, const slot *a, const slot *b)
+{
+    if (!c->lru_only) {
+        uint64_t fa = L->freq[a->expert] + !a->prefetched, fb = L->freq[b->expert] + !b->prefetched;
+        if (fa != fb)
+            return fa < fb;
+    }
+    return a->last_use < b->last_use;
+}
+
+// The evictable slot of layer L to give up first, or -1.
+static int lru_slot(const pt_ecache *c, const layer_cache *L)
 {
     int best = -1;
     for (int i = 0; i < L->n_slots; i++)
-        if (evictable(&L->slots[i]) && (best < 0 || L->slots[i].last_use < L->slots[best].last_use))
+        if (evictable(&L->slots[i]) && (best < 0 || worse(c, L, &L->slots[i], &L->slots[best])))
             best = i;
     return best;
 }
@@ -227,14 +248,14 @@ static int find_slot(pt_ecache *c, int il, bool hot, bool prefetch)
     if (c->slot_mode) {
         if (L->n_lru < L->quota)
             return new_slot(c, L, false);
-        int si = lru_slot(L);
+        int si = lru_slot(c, L);
         if (si >= 0)
             evict(L, si);
         return si;
     }
     if (c->lru_bytes + L->slot_bytes <= c->budget)
         return new_slot(c, L, false);
-    int si = lru_slot(L);
+    int si = lru_slot(c, L);
     if (si >= 0 && (L->n_lru >= L->quota || prefetch)) {
         evict(L, si);
         return si;
@@ -245,14 +266,14 @@ static int find_slot(pt_ecache *c, int il, bool hot, bool prefetch)
     int donor = -1, excess = 0;
     for (int j = 0; j < c->n_layers; j++) {
         layer_cache *D = &c->layers[j];
-        if (j == il || D->src.n_expert <= 0 || D->n_lru - D->quota <= excess || lru_slot(D) < 0)
+        if (j == il || D->src.n_expert <= 0 || D->n_lru - D->quota <= excess || lru_slot(c, D) < 0)
             continue;
         donor = j;
         excess = D->n_lru - D->quota;
     }
     if (donor >= 0) {
         layer_cache *D = &c->layers[donor];
-        drop_slot(c, D, lru_slot(D));
+        drop_slot(c, D, lru_slot(c, D));
         if (c->lru_bytes + L->slot_bytes <= c->budget)
             return new_slot(c, L, false);
     }
@@ -287,6 +308,8 @@ int pt_ecache_request(pt_ecache *c, int il, int e, int kind, pt_err *err)
     assert(il >= 0 && il < c->n_layers);
     layer_cache *L = &c->layers[il];
     assert(e >= 0 && e < L->src.n_expert);
+    if (kind == PT_EC_DEMAND)
+        L->freq[e]++;
     int si = L->where[e];
     if (si >= 0) {
         slot *s = &L->slots[si];

@@ -7,9 +7,15 @@
 // as their reads finish. Slots:
 //   - budget mode: slots are allocated lazily while the byte budget has
 //     room; once it is full, a layer at or above its fair share (budget /
-//     MoE layers) evicts its own least recently used expert, a layer below
-//     it takes the LRU expert of the layer furthest above its share. So the
-//     split follows use rather than being fixed.
+//     MoE layers) evicts one of its own experts, a layer below it takes one
+//     of the layer furthest above its share. So the split follows use
+//     rather than being fixed.
+// Victims: the expert with the fewest demand uses (prior heat from the usage
+// file + this session), the least recently used among equals — routing is
+// close to independent from token to token with a skewed popularity, where
+// this beats plain LRU by far (bench/trace-replay.sh: lru vs lfu); plain
+// LRU with lru_only. A prefetched expert not yet used ranks one use lower,
+// so mispredictions leave first.
 //   - slot mode (slots_per_layer > 0, tests): exactly that many LRU slots
 //     per layer.
 // Hot-store experts (given by the caller, chosen from routing heat) get
@@ -46,6 +52,9 @@ typedef struct pt_ecache_cfg {
     uint64_t budget_bytes;             // else: bytes for all LRU slots
     const int32_t *hot;                // (n_hot, 2) (layer, expert) pairs of the hot-store, or NULL
     int n_hot;
+    const uint64_t *heat;              // (n_layers, heat_stride) prior use counts (usage file), or NULL
+    int heat_stride;
+    bool lru_only;                     // plain LRU eviction (else frequency-aware, see above)
 } pt_ecache_cfg;
 
 // Per-layer counters (one "use" = one distinct expert of one batch).

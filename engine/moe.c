@@ -206,10 +206,17 @@ int pt_moe(petrel_context *c, int il, int B)
         }
     pt_stream_note_actual(c, il, st->uniq, nu);
 
-    // Start every read this batch needs, then the next block's predictions.
+    // Pin what is resident or already loading first (so that no miss of
+    // this batch can evict it), then start the reads of the rest, then the
+    // next block's predictions.
     int rcode = 0;
-    for (int i = 0; i < nu && rcode == 0; i++)
-        rcode = request_expert(c, il, i, PT_EC_DEMAND);
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < nu && rcode == 0; i++) {
+            const bool present = pt_ecache_is_ready(c->ecache, il, st->uniq[i]) ||
+                                 pt_ecache_is_loading(c->ecache, il, st->uniq[i]);
+            if (present == (pass == 0))
+                rcode = request_expert(c, il, i, PT_EC_DEMAND);
+        }
     pt_stream_io_tick(c);
     if (rcode == 0)
         pt_stream_prefetch_next(c, il, B);

@@ -212,6 +212,7 @@ int pt_stream_init(petrel_context *c, pt_err *err)
     pt_ecache_cfg ec = {
         .reader = st->reader, .path = m->path, .n_layers = nb, .layers = m->exp_src,
         .slots_per_layer = P->experts_per_layer, .budget_bytes = st->expert_budget, .hot = hot, .n_hot = n_hot,
+        .heat = have_heat ? st->heat_old : NULL, .heat_stride = st->n_expert_max, .lru_only = P->cache_lru,
     };
     c->ecache = pt_ecache_new(&ec, err);
     free(hot);
