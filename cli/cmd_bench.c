@@ -130,6 +130,7 @@ int cmd_bench(int argc, char **argv)
         printf("| tg%d%s | %.2f | %.1f%% | %.2f | %.2f |\n", n_gen, spec ? " (spec)" : "", tg.tok_s / reps,
                100 * tg.hit / reps, tg.mb_per_tok / reps, tg.io_wait_s / reps);
     printf("resident memory %.1f MB (peak %.1f MB)\n", (double)pt_rss_bytes() / 1e6, (double)pt_peak_rss_bytes() / 1e6);
+    cli_print_stream_stats(&o, c);
     rc = 0;
     goto out;
 fail:

@@ -162,6 +162,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "speculative (MTP): %d drafts, %d accepted (%.1f%%)\n", res.n_drafted, res.n_accepted,
                 res.n_drafted ? 100.0 * res.n_accepted / res.n_drafted : 0.0);
     petrel_print_stats(c, stderr);
+    cli_print_stream_stats(&o, c);
     rc = 0;
 out2:
     petrel_sampler_free(smp);
