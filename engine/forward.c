@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/context.h"
+#include "engine/stream.h"
 #include "kernels/ops.h"
 
 // Rows [r0, r0 + n) of W as a matrix of their own.
@@ -141,6 +142,7 @@ int pt_forward_block(petrel_context *c, int il, int B)
         if (pt_moe(c, il, B) < 0)
             return -1;
     } else {
+        pt_stream_prefetch_next(c, il, B); // lookahead reads for a MoE block that follows (engine/stream.h)
         pt_ffn(c, &L->ffn_gate, &L->ffn_up, &L->ffn_down, s->xn, B, s->tmp);
     }
     for (size_t i = 0; i < (size_t)B * n_embd; i++)
