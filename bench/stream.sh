@@ -17,7 +17,8 @@
 # belady_hit_rate replays the same run's routing trace under Belady's
 # optimal policy at the same capacity (bench/bench_trace.c); fio_gbs is fio's
 # O_DIRECT random-read throughput at the engine's request size (one expert
-# slice) and queue depth on the same file, measured in the same run;
+# slice) and queue depth on the same file, measured in the same run just
+# before each budget;
 # resident_tok_s is the speed with every expert in RAM (no cap); and
 # limit_tok_s = min(fio_gbs / gb_per_token, resident_tok_s).
 #
@@ -107,18 +108,21 @@ field() { # field NAME LINE
 probe=$("$BUILD/bench_stream" -m "$MODEL" -n 1 --no-prefetch --usage "$OUT/probe.usage" 2>/dev/null | grep '^STREAM' || true)
 slice=$(field slice_bytes "$probe")
 [ -n "$slice" ] || { echo "stream.sh: cannot open $MODEL with bench_stream" >&2; exit 1; }
-fio_gbs=0
-if command -v fio >/dev/null; then
-    drop_caches
+# run_fio: O_DIRECT random-read GB/s at the engine's request size and queue
+# depth on the model file (measured again before every budget: the disk of a
+# shared machine drifts).
+run_fio() {
+    if ! command -v fio >/dev/null; then
+        echo 0
+        return
+    fi
     fio --name=petrel-stream --filename="$MODEL" --readonly --direct=1 --rw=randread --bs="$slice" \
         --iodepth="$QD" --ioengine=io_uring --runtime=10 --time_based --output-format=json >"$OUT/fio.json" 2>/dev/null ||
         fio --name=petrel-stream --filename="$MODEL" --readonly --direct=1 --rw=randread --bs="$slice" \
             --iodepth="$QD" --ioengine=libaio --runtime=10 --time_based --output-format=json >"$OUT/fio.json"
-    fio_gbs=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%.4f" % (j["jobs"][0]["read"]["bw_bytes"]/1e9))' "$OUT/fio.json")
-else
-    echo "stream.sh: fio not installed: fio_gbs=0" >&2
-fi
-echo "fio: O_DIRECT random read, bs=$slice, iodepth=$QD: $fio_gbs GB/s" >&2
+    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%.4f" % (j["jobs"][0]["read"]["bw_bytes"]/1e9))' "$OUT/fio.json"
+}
+command -v fio >/dev/null || echo "stream.sh: fio not installed: fio_gbs=0" >&2
 
 # ---- everything resident (no cap) ------------------------------------------------
 resident=0
@@ -135,6 +139,9 @@ fi
 for b in $BUDGETS; do
     usage=$OUT/usage-$b
     rm -f "$usage"
+    drop_caches
+    fio_gbs=$(run_fio)
+    echo "fio: O_DIRECT random read, bs=$slice, iodepth=$QD: $fio_gbs GB/s" >&2
     for cache in cold warm; do
         [ "$cache" = cold ] && drop_caches
         limit=$(( b * 1024 * 1024 * 1024 + CAP_EXTRA_MIB * 1024 * 1024 ))
