@@ -9,6 +9,7 @@
 // compute in any order, but each writes its own rows of s->eo and the
 // outputs are combined afterwards in the router's selection order, so the
 // arrival order never changes a bit of the result.
+#include <omp.h>
 #include <string.h>
 
 #include "engine/context.h"
@@ -17,24 +18,37 @@
 #include "router/router.h"
 
 // SwiGLU FFN with matrices gate/up (n_ff, n_embd), down (n_embd, n_ff):
-// X (B, n_embd) -> Y (B, n_embd).
+// X (B, n_embd) -> Y (B, n_embd), with scratch fa, fb (B, n_ff) each.
+static void ffn_with(const pt_mat *gate, const pt_mat *up, const pt_mat *down, const float *X, int B, float *Y,
+                     float *fa, float *fb)
+{
+    const int64_t nff = gate->rows;
+    pt_gemm(gate, X, B, fa);
+    pt_gemm(up, X, B, fb);
+    pt_swiglu(fa, fa, fb, nff * B);
+    pt_gemm(down, fa, B, Y);
+}
+
 void pt_ffn(petrel_context *c, const pt_mat *gate, const pt_mat *up, const pt_mat *down,
                 const float *X, int B, float *Y)
 {
-    pt_scratch *s = &c->s;
-    const int64_t nff = gate->rows;
-    pt_gemm(gate, X, B, s->ff_a);
-    pt_gemm(up, X, B, s->ff_b);
-    pt_swiglu(s->ff_a, s->ff_a, s->ff_b, nff * B);
-    pt_gemm(down, s->ff_a, B, Y);
+    ffn_with(gate, up, down, X, B, Y, c->s.ff_a, c->s.ff_b);
 }
 
 // Progress of one distinct expert of the batch.
 enum { U_DEFERRED = 0, U_LOADING = 1, U_READY = 2, U_DONE = 3 };
 
+// Scratch for applying one expert to up to B rows.
+typedef struct expert_scratch {
+    float *gx;       // (B, n_embd) gathered rows, then their outputs
+    int32_t *gsel;   // (B) batch entry of each gathered row
+    int32_t *gk;     // (B) selection slot of each gathered row
+    float *fa, *fb;  // (B, n_ff_exp)
+} expert_scratch;
+
 // Applies routed expert e (weights w) to the batch rows that chose it and
 // writes each row's output to its selection slot of s->eo.
-static void run_expert(petrel_context *c, int il, int e, const void *w[3], int B)
+static void run_expert_with(petrel_context *c, int il, int e, const void *w[3], int B, const expert_scratch *x)
 {
     const pt_hparams *hp = &c->model->hp;
     const pt_layer *L = &c->model->layers[il];
@@ -44,18 +58,49 @@ static void run_expert(petrel_context *c, int il, int e, const void *w[3], int B
     for (int b = 0; b < B; b++)
         for (int k = 0; k < n_used; k++)
             if (s->rids[(size_t)b * n_used + k] == e) {
-                memcpy(s->gx + (size_t)ng * n_embd, s->xn + (size_t)b * n_embd, sizeof(float) * (size_t)n_embd);
-                s->gsel[ng] = b;
-                s->gk[ng] = k;
+                memcpy(x->gx + (size_t)ng * n_embd, s->xn + (size_t)b * n_embd, sizeof(float) * (size_t)n_embd);
+                x->gsel[ng] = b;
+                x->gk[ng] = k;
                 ng++;
             }
     pt_mat g = {w[0], L->exps_type[0], hp->n_ff_exp, hp->n_embd};
     pt_mat u = {w[1], L->exps_type[1], hp->n_ff_exp, hp->n_embd};
     pt_mat d = {w[2], L->exps_type[2], hp->n_embd, hp->n_ff_exp};
-    pt_ffn(c, &g, &u, &d, s->gx, ng, s->gx);
+    ffn_with(&g, &u, &d, x->gx, ng, x->gx, x->fa, x->fb);
     for (int r = 0; r < ng; r++)
-        memcpy(s->eo + ((size_t)s->gsel[r] * n_used + s->gk[r]) * n_embd, s->gx + (size_t)r * n_embd,
+        memcpy(s->eo + ((size_t)x->gsel[r] * n_used + x->gk[r]) * n_embd, x->gx + (size_t)r * n_embd,
                sizeof(float) * (size_t)n_embd);
+}
+
+static void run_expert(petrel_context *c, int il, int e, const void *w[3], int B)
+{
+    pt_scratch *s = &c->s;
+    const expert_scratch x = {s->gx, s->gsel, s->gk, s->ff_a, s->ff_b};
+    run_expert_with(c, il, e, w, B, &x);
+}
+
+// Small batches (decode, speculative verification): the experts that are
+// ready are computed side by side, one per thread, each product
+// single-threaded inside, instead of one after another with every product
+// split over the threads: a few parallel regions per layer instead of three
+// per expert. The bits are the same either way (kernels/matmul.h).
+static void run_ready_parallel(petrel_context *c, int il, const int *list, int n, const void *(*w)[3], int B)
+{
+    pt_stream *st = c->stream;
+    const pt_hparams *hp = &c->model->hp;
+    const size_t per = (size_t)PT_PAR_EXPERT_B * (hp->n_embd + 2 * hp->n_ff_exp) + 2 * PT_PAR_EXPERT_B;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int j = 0; j < n; j++) {
+        float *base = st->pscratch + (size_t)omp_get_thread_num() * per;
+        expert_scratch x = {
+            .gx = base,
+            .fa = base + (size_t)PT_PAR_EXPERT_B * hp->n_embd,
+            .fb = base + (size_t)PT_PAR_EXPERT_B * (hp->n_embd + hp->n_ff_exp),
+            .gsel = (int32_t *)(base + (size_t)PT_PAR_EXPERT_B * (hp->n_embd + 2 * hp->n_ff_exp)),
+        };
+        x.gk = x.gsel + PT_PAR_EXPERT_B;
+        run_expert_with(c, il, st->uniq[list[j]], w[j], B, &x);
+    }
 }
 
 // Asks the cache for distinct expert i of the batch (a demand, or a retry of
@@ -99,6 +144,27 @@ static int stream_experts(petrel_context *c, int il, int B, int nu)
         int i = 0;
         while (i < nu && st->ustate[i] != U_READY)
             i++;
+        if (i < nu && B <= PT_PAR_EXPERT_B && st->pscratch) {
+            // Every ready expert at once, side by side.
+            int list[PT_PAR_EXPERT_MAX];
+            const void *w[PT_PAR_EXPERT_MAX][3];
+            int n = 0;
+            for (int j = i; j < nu && n < PT_PAR_EXPERT_MAX; j++)
+                if (st->ustate[j] == U_READY) {
+                    pt_ecache_pin(ec, il, st->uniq[j], w[n]);
+                    pt_ecache_release(ec, il, st->uniq[j]); // (the pin taken when it became ready)
+                    list[n++] = j;
+                }
+            run_ready_parallel(c, il, list, n, w, B);
+            for (int j = 0; j < n; j++) {
+                pt_ecache_release(ec, il, st->uniq[list[j]]);
+                st->ustate[list[j]] = U_DONE;
+            }
+            left -= n;
+            if (retry_deferred(c, il, nu) < 0)
+                return -1;
+            continue;
+        }
         if (i < nu) {
             const int e = st->uniq[i];
             const void *w[3];

@@ -81,6 +81,9 @@ static int alloc_buffers(petrel_context *c, pt_stream *st)
     st->heat = calloc(nb * ne, sizeof(uint64_t));
     st->heat_old = calloc(nb * ne, sizeof(uint64_t));
     st->sh_out = pt_alloc_aligned(B * hp->n_embd * sizeof(float));
+    st->pscratch = pt_alloc_aligned((size_t)c->n_threads *
+                                    ((size_t)PT_PAR_EXPERT_B * (hp->n_embd + 2 * hp->n_ff_exp) + 2 * PT_PAR_EXPERT_B) *
+                                    sizeof(float));
     st->uniq = calloc(ne, sizeof(int32_t));
     st->ustate = calloc(ne, 1);
     st->utries = calloc(ne, 1);
@@ -91,7 +94,7 @@ static int alloc_buffers(petrel_context *c, pt_stream *st)
     st->pw = calloc(B * nu, sizeof(float));
     st->pred = calloc(nb * ne, 1);
     st->has_pred = calloc(nb, sizeof(bool));
-    if (!st->heat || !st->heat_old || !st->sh_out || !st->uniq || !st->ustate || !st->utries || !st->upos ||
+    if (!st->heat || !st->heat_old || !st->sh_out || !st->pscratch || !st->uniq || !st->ustate || !st->utries || !st->upos ||
         !st->pxn || !st->plogits || !st->pids || !st->pw || !st->pred || !st->has_pred)
         return -1;
     for (size_t i = 0; i < ne; i++)
@@ -252,6 +255,7 @@ void pt_stream_free(petrel_context *c)
     free(st->heat);
     free(st->heat_old);
     pt_free_aligned(st->sh_out);
+    pt_free_aligned(st->pscratch);
     free(st->uniq);
     free(st->ustate);
     free(st->utries);

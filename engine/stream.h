@@ -9,6 +9,11 @@
 #include "engine/context.h"
 #include "io/reader.h"
 
+// Batches of at most this many tokens compute their ready experts side by
+// side (one per thread), at most PT_PAR_EXPERT_MAX at a time.
+#define PT_PAR_EXPERT_B 4
+#define PT_PAR_EXPERT_MAX 64
+
 typedef struct pt_stream {
     pt_reader *reader;
     uint64_t budget;          // RAM budget (bytes) everything is held under
@@ -19,6 +24,8 @@ typedef struct pt_stream {
     char *usage_path;         // NULL: usage not recorded
     // MoE loop scratch
     float *sh_out;            // (n_batch, n_embd) shared-expert output
+    float *pscratch;          // (n_threads, PT_PAR_EXPERT_B*(n_embd + 2*n_ff_exp) + 2*PT_PAR_EXPERT_B)
+                              // per-thread scratch for experts computed side by side
     int32_t *uniq;            // (n_expert_max) distinct experts of a batch
     int8_t *ustate;           // (n_expert_max) their progress
     int8_t *utries;           // (n_expert_max) demand reads started
