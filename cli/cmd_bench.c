@@ -16,6 +16,7 @@ static void usage(void)
             "  -p N      prompt tokens for the prefill test (default 128; 0 skips it)\n"
             "  -n N      tokens for the generation test (default 32; 0 skips it)\n"
             "  -r REPS   repetitions, the figures are averaged (default 2)\n"
+            "  -w N      warm-up repetitions first, not counted (default 0): fills the expert cache\n"
             "  --spec    generation with MTP speculative decoding\n"
             "Token ids are synthetic (deterministic); the numbers are speed only.\n%s",
             cli_model_opts_help);
@@ -51,7 +52,7 @@ int cmd_bench(int argc, char **argv)
 {
     cli_model_opts o;
     cli_model_opts_init(&o);
-    int n_prompt = 128, n_gen = 32, reps = 2, spec = 0;
+    int n_prompt = 128, n_gen = 32, reps = 2, spec = 0, warm = 0;
     for (int i = 1; i < argc;) {
         int r = cli_model_opt(&o, argc, argv, &i);
         if (r < 0)
@@ -67,6 +68,9 @@ int cmd_bench(int argc, char **argv)
         } else if (!strcmp(argv[i], "-r") && i + 1 < argc) {
             reps = atoi(argv[i + 1]);
             i += 2;
+        } else if (!strcmp(argv[i], "-w") && i + 1 < argc) {
+            warm = atoi(argv[i + 1]);
+            i += 2;
         } else if (!strcmp(argv[i], "--spec")) {
             spec = 1;
             i++;
@@ -75,7 +79,7 @@ int cmd_bench(int argc, char **argv)
             return 2;
         }
     }
-    if (!o.model || n_prompt < 0 || n_gen < 0 || reps < 1) {
+    if (!o.model || n_prompt < 0 || n_gen < 0 || reps < 1 || warm < 0) {
         usage();
         return 2;
     }
@@ -94,9 +98,11 @@ int cmd_bench(int argc, char **argv)
     petrel_token *ids = malloc(sizeof *ids * (size_t)(n_prompt > 1 ? n_prompt : 1));
     bench_row pp = {0}, tg = {0};
     int rc = 1;
-    for (int rep = 0; rep < reps; rep++) {
+    for (int rep = -warm; rep < reps; rep++) {
+        if (rep == 0)
+            pp = tg = (bench_row){0};
         if (n_prompt > 0) {
-            fill_ids(ids, n_prompt, nv, (uint32_t)rep + 1);
+            fill_ids(ids, n_prompt, nv, (uint32_t)(rep + warm) + 1);
             petrel_kv_truncate(c, 0);
             petrel_reset_stats(c);
             double t = pt_now();
@@ -110,7 +116,7 @@ int cmd_bench(int argc, char **argv)
         }
         if (n_gen > 0) {
             petrel_token first;
-            fill_ids(&first, 1, nv, 1000u + (uint32_t)rep);
+            fill_ids(&first, 1, nv, 1000u + (uint32_t)(rep + warm));
             petrel_kv_truncate(c, 0);
             petrel_reset_stats(c);
             petrel_gen_params gp = {.n_predict = n_gen, .ignore_eos = true, .speculative = spec};
