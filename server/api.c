@@ -228,7 +228,8 @@ static int parse_body(srv_engine *e, int kind, json_object *req, srv_job *j, cha
     sp->frequency_penalty = (float)fp;
     sp->seed = seed >= 0 ? (uint64_t)seed : (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)j;
     if ((rc = get_bool(req, "stream", &j->stream, msg, msglen, param)) ||
-        (rc = get_bool(req, "return_token_ids", &j->return_ids, msg, msglen, param)))
+        (rc = get_bool(req, "return_token_ids", &j->return_ids, msg, msglen, param)) ||
+        (rc = get_bool(req, "ignore_eos", &j->gp.ignore_eos, msg, msglen, param)))
         return rc;
     if (json_object_object_get_ex(req, "stream_options", &v) && !json_object_is_type(v, json_type_null)) {
         if (!json_object_is_type(v, json_type_object))

@@ -325,7 +325,7 @@ int srv_generate(srv_engine *e, const srv_gen_params *p, srv_piece_fn piece, voi
             t1 = pt_now();
             r->ttft_s = t1 - t0;
         }
-        if (is_eos(e, t)) {
+        if (!p->ignore_eos && is_eos(e, t)) {
             finish = "stop";
             break;
         }

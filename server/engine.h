@@ -34,6 +34,7 @@ typedef struct srv_gen_params {
     char *stop[SRV_MAX_STOP];   // (n_stop) stop strings (not owned)
     int n_stop;
     int top_logprobs;           // -1: no logprobs; else the alternatives per token (0..20)
+    bool ignore_eos;            // keep generating past end-of-generation tokens (llama.cpp extension)
 } srv_gen_params;
 
 typedef struct srv_gen_result {
