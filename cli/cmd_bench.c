@@ -107,7 +107,8 @@ int cmd_bench(int argc, char **argv)
             petrel_reset_stats(c);
             double t = pt_now();
             for (int done = 0; done < n_prompt;) {
-                int k = n_prompt - done < 512 ? n_prompt - done : 512;
+                const int nb = (int)o.cp.n_batch;
+                int k = n_prompt - done < nb ? n_prompt - done : nb;
                 if (petrel_decode(c, ids + done, NULL, k, PETREL_LOGITS_LAST) < 0)
                     goto fail;
                 done += k;

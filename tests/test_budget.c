@@ -19,24 +19,7 @@
 #include "petrel.h"
 #include "tests/testutil.h"
 
-static char *small_model(void)
-{
-    char *path = malloc(4096);
-    snprintf(path, 4096, "%s/test-models/small-stream.gguf", PETREL_BUILD_DIR);
-    struct stat sb;
-    if (stat(path, &sb) == 0)
-        return path;
-    char *out = NULL;
-    int rc = tu_sh(&out,
-                   "mkdir -p '%s/test-models' && cd '%s/test-models' && flock small-stream.lock sh -c "
-                   "'test -f small-stream.gguf || { rm -rf small-src && '%s' synth --preset small -o small-src "
-                   "--quiet && '%s' convert small-src -o small-stream.tmp.gguf >/dev/null && "
-                   "mv small-stream.tmp.gguf small-stream.gguf && rm -rf small-src; }' 2>&1",
-                   PETREL_BUILD_DIR, PETREL_BUILD_DIR, PETREL_BIN, PETREL_BIN);
-    cr_assert_eq(rc, 0, "building the small model failed: %s", out ? out : "");
-    free(out);
-    return path;
-}
+static char *small_model(void) { return tu_synth_model("small"); }
 
 Test(budget, trunk_that_cannot_fit_is_refused)
 {

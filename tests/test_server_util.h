@@ -43,36 +43,9 @@ static void st_track(pid_t pid, bool on)
         }
 }
 
-// `petrel synth --preset tiny` converted to GGUF, cached under the build
-// directory (serialised with the same lock file as tu_tiny_model).
-__attribute__((unused)) static char *st_synth_tiny(void)
-{
-    char dir[1024], path[1200], lock[1200];
-    snprintf(dir, sizeof dir, "%s/test-models", PETREL_BUILD_DIR);
-    mkdir(dir, 0755);
-    snprintf(path, sizeof path, "%s/synth-tiny.gguf", dir);
-    snprintf(lock, sizeof lock, "%s/.lock", dir);
-    int fd = open(lock, O_CREAT | O_RDWR, 0644);
-    cr_assert(fd >= 0, "cannot open %s", lock);
-    flock(fd, LOCK_EX);
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        char *out = NULL;
-        int rc = tu_sh(&out,
-                       "d='%s/synth-tiny.src' && rm -rf \"$d\" && '%s' synth --preset tiny -o \"$d\" --quiet 2>&1 && "
-                       "'%s' convert \"$d\" -o '%s.tmp' 2>&1 && mv '%s.tmp' '%s' && rm -rf \"$d\"",
-                       dir, PETREL_BIN, PETREL_BIN, path, path, path);
-        if (rc != 0) {
-            flock(fd, LOCK_UN);
-            close(fd);
-            cr_assert_fail("synthesising the tiny model failed (%d):\n%s", rc, out);
-        }
-        free(out);
-    }
-    flock(fd, LOCK_UN);
-    close(fd);
-    return strdup(path);
-}
+// `petrel synth --preset tiny` converted to GGUF (it has a tokenizer and a
+// chat template), cached under the build directory.
+__attribute__((unused)) static char *st_synth_tiny(void) { return tu_synth_model("tiny"); }
 
 typedef struct st_server {
     pid_t pid;

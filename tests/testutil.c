@@ -85,36 +85,66 @@ void *tu_read(const char *path, size_t *len)
 #include <unistd.h>
 #include <criterion/criterion.h>
 
-char *tu_tiny_model(const char *type)
+// Path of build/test-models/NAME (malloc'ed), the folder created.
+static char *model_path(const char *name)
 {
-    char dir[1024], path[1200], lock[1200];
+    char dir[1024];
     snprintf(dir, sizeof dir, "%s/test-models", PETREL_BUILD_DIR);
     mkdir(dir, 0755);
-    snprintf(path, sizeof path, "%s/tiny-dsv3-%s.gguf", dir, type);
-    snprintf(lock, sizeof lock, "%s/.lock", dir);
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+// Runs the shell command cmd unless path exists, serialised across
+// concurrent test processes by one lock file; cmd must create path
+// atomically (write elsewhere, then rename).
+static void make_once(const char *path, const char *what, const char *cmd)
+{
+    char lock[1200];
+    snprintf(lock, sizeof lock, "%s/test-models/.lock", PETREL_BUILD_DIR);
     int fd = open(lock, O_CREAT | O_RDWR, 0644);
     cr_assert(fd >= 0, "cannot open %s", lock);
     flock(fd, LOCK_EX);
     struct stat st;
     if (stat(path, &st) != 0) {
         char *out = NULL;
-        int rc;
-        if (!strcmp(type, "default"))
-            rc = tu_sh(&out, "'%s' convert '%s/tests/fixtures/tiny-dsv3' -o '%s' 2>&1", PETREL_BIN,
-                       PETREL_SOURCE_DIR, path);
-        else
-            rc = tu_sh(&out, "'%s' convert '%s/tests/fixtures/tiny-dsv3' -o '%s' --type %s 2>&1", PETREL_BIN,
-                       PETREL_SOURCE_DIR, path, type);
+        int rc = tu_sh(&out, "%s", cmd);
         if (rc != 0) {
             flock(fd, LOCK_UN);
             close(fd);
-            cr_assert_fail("converting tiny-dsv3 to %s failed (%d):\n%s", type, rc, out);
+            cr_assert_fail("making the %s test model failed (%d):\n%s", what, rc, out);
         }
         free(out);
     }
     flock(fd, LOCK_UN);
     close(fd);
-    return strdup(path);
+}
+
+char *tu_tiny_model(const char *type)
+{
+    char name[128], cmd[4096];
+    snprintf(name, sizeof name, "tiny-dsv3-%s.gguf", type);
+    char *path = model_path(name);
+    snprintf(cmd, sizeof cmd, "'%s' convert '%s/tests/fixtures/tiny-dsv3' -o '%s.tmp' %s%s 2>&1 && mv '%s.tmp' '%s'",
+             PETREL_BIN, PETREL_SOURCE_DIR, path, strcmp(type, "default") ? "--type " : "",
+             strcmp(type, "default") ? type : "", path, path);
+    make_once(path, type, cmd);
+    return path;
+}
+
+char *tu_synth_model(const char *preset)
+{
+    char name[128], cmd[4096];
+    snprintf(name, sizeof name, "synth-%s.gguf", preset);
+    char *path = model_path(name);
+    snprintf(cmd, sizeof cmd,
+             "d='%s.src' && rm -rf \"$d\" && '%s' synth --preset %s -o \"$d\" --quiet 2>&1 && "
+             "'%s' convert \"$d\" -o '%s.tmp' 2>&1 && mv '%s.tmp' '%s' && rm -rf \"$d\"",
+             path, PETREL_BIN, preset, PETREL_BIN, path, path, path);
+    make_once(path, preset, cmd);
+    return path;
 }
 
 static void *golden(const char *name, size_t *bytes)

@@ -23,6 +23,9 @@ void *tu_read(const char *path, size_t *len);
 // (serialised across concurrent test processes with a lock file). Aborts the
 // test on failure. Returns a malloc'ed path.
 char *tu_tiny_model(const char *type);
+// `petrel synth --preset PRESET` converted with default types, cached the
+// same way (e.g. "tiny" with a tokenizer and chat template, "small").
+char *tu_synth_model(const char *preset);
 // Reads a float32 golden file of tiny-dsv3 (e.g. "case1_logits.f32.bin").
 float *tu_golden_f32(const char *name, size_t *count);
 int32_t *tu_golden_i32(const char *name, size_t *count);
