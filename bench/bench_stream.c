@@ -55,6 +55,10 @@ int main(int argc, char **argv)
             mp.pin_bytes = (uint64_t)pt_parse_size(argv[++i]);
         else if (!strcmp(a, "--no-prefetch"))
             mp.no_prefetch = true;
+        else if (!strcmp(a, "--prefetch-depth") && v)
+            mp.prefetch_depth = atoi(argv[++i]);
+        else if (!strcmp(a, "--qd") && v)
+            mp.io_queue_depth = atoi(argv[++i]);
         else if (!strcmp(a, "--no-hot"))
             mp.no_hot_store = true;
         else if (!strcmp(a, "--lru"))
@@ -134,7 +138,7 @@ int main(int argc, char **argv)
         }
     printf("STREAM tok_s=%.4f hit_rate=%.4f hit_lru=%.4f hit_hot=%.4f hit_prefetch=%.4f gb_per_token=%.4f "
            "read_gbs=%.4f stall_s=%.3f compute_s=%.3f decode_s=%.3f peak_rss_gib=%.3f budget_gib=%.3f "
-           "cache_bytes=%llu slot_bytes=%llu slice_bytes=%llu moe_blocks=%d recall=%.4f wasted_gb=%.4f io=%s\n",
+           "cache_bytes=%llu slot_bytes=%llu slice_bytes=%llu moe_blocks=%d recall=%.4f wasted_gb=%.4f io=%s qd=%.2f\n",
            n_gen / dt, uses ? (double)(s.expert_hits_lru + s.expert_hits_hot) / uses : 0,
            uses ? (double)s.expert_hits_lru / uses : 0, uses ? (double)s.expert_hits_hot / uses : 0,
            uses ? (double)s.expert_hits_prefetch / uses : 0, (double)s.bytes_read / 1e9 / n_gen,
@@ -142,7 +146,8 @@ int main(int argc, char **argv)
            dt, (double)s.peak_rss_bytes / (1u << 30), (double)s.ram_budget / (1u << 30),
            (unsigned long long)s.expert_cache_bytes, (unsigned long long)slot_bytes, (unsigned long long)slice_bytes, n_moe,
            s.prefetch_actual ? (double)s.prefetch_correct / (double)s.prefetch_actual : 0,
-           (double)s.prefetch_wasted_bytes / 1e9, pt_io_mode_name((pt_io_mode)s.io_mode));
+           (double)s.prefetch_wasted_bytes / 1e9, pt_io_mode_name((pt_io_mode)s.io_mode),
+           s.io_mean_queue_depth);
     petrel_sampler_free(smp);
     petrel_context_free(c);
     petrel_model_close(m);

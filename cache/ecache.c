@@ -49,6 +49,8 @@ struct pt_ecache {
     uint64_t hot_bytes;     // hot slot bytes allocated
     uint64_t clock;
     int inflight;           // slots loading
+    unsigned char *spare;   // (spare_bytes,) memory of a slot just given up by a
+    uint64_t spare_bytes;   // donor layer, handed to the next new slot of that size
 };
 
 uint64_t pt_ecache_slot_bytes_for(const pt_ecache_layer_src *src)
@@ -158,6 +160,7 @@ void pt_ecache_free(pt_ecache *c)
     }
     free(c->layers);
     free(c->path);
+    pt_free_aligned(c->spare);
     free(c);
 }
 
@@ -200,12 +203,17 @@ static void evict(layer_cache *L, int si)
     s->prefetched = false;
 }
 
-// Frees slot si of layer L entirely (its memory goes back), keeping the
-// slot array dense.
+// Gives up slot si of layer L entirely, keeping the slot array dense. Its
+// memory becomes the spare that the next new slot of the same size takes
+// over: freeing and allocating 3-20 MB buffers over and over would cost a
+// page fault and a page clear per 4 KiB each time (a third of the CPU time
+// when layers trade slots all the time).
 static void drop_slot(pt_ecache *c, layer_cache *L, int si)
 {
     evict(L, si);
-    pt_free_aligned(L->slots[si].mem);
+    pt_free_aligned(c->spare);
+    c->spare = L->slots[si].mem;
+    c->spare_bytes = L->slot_bytes;
     c->lru_bytes -= L->slot_bytes;
     L->n_lru--;
     int last = --L->n_slots;
@@ -221,7 +229,14 @@ static int new_slot(pt_ecache *c, layer_cache *L, bool hot)
 {
     slot *s = &L->slots[L->n_slots];
     memset(s, 0, sizeof *s);
-    s->mem = pt_alloc_aligned(L->slot_bytes);
+    if (c->spare && c->spare_bytes == L->slot_bytes) {
+        s->mem = c->spare;
+        c->spare = NULL;
+    } else {
+        pt_free_aligned(c->spare); // (a different size: give it back)
+        c->spare = NULL;
+        s->mem = pt_alloc_aligned(L->slot_bytes);
+    }
     if (!s->mem)
         return -1;
     s->expert = -1;
@@ -376,12 +391,12 @@ bool pt_ecache_is_loading(const pt_ecache *c, int il, int e)
     return L->where[e] >= 0 && L->slots[L->where[e]].state == S_LOADING;
 }
 
-int pt_ecache_wait(pt_ecache *c, int *il, int *e, pt_err *err)
+static int next_done(pt_ecache *c, bool block, int *il, int *e, pt_err *err)
 {
     for (;;) {
         uint64_t tag = 0;
         pt_err rerr = {{0}};
-        int rc = pt_reader_wait(c->rd, &tag, &rerr);
+        int rc = block ? pt_reader_wait(c->rd, &tag, &rerr) : pt_reader_poll(c->rd, &tag, &rerr);
         if (rc == 0)
             return 0;
         const int l = (int)(tag >> 40), x = (int)((tag >> 8) & 0xffffffff), k = (int)(tag & 0xff);
@@ -412,6 +427,9 @@ int pt_ecache_wait(pt_ecache *c, int *il, int *e, pt_err *err)
         return 1;
     }
 }
+
+int pt_ecache_wait(pt_ecache *c, int *il, int *e, pt_err *err) { return next_done(c, true, il, e, err); }
+int pt_ecache_poll(pt_ecache *c, int *il, int *e, pt_err *err) { return next_done(c, false, il, e, err); }
 
 int pt_ecache_acquire(pt_ecache *c, int il, int e, const void *w[3], pt_err *err)
 {

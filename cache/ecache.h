@@ -105,6 +105,8 @@ bool pt_ecache_is_loading(const pt_ecache *c, int il, int e);
 // nothing is in flight; -1 when that read failed (the slot is emptied, err
 // names layer, expert, file and offset).
 int pt_ecache_wait(pt_ecache *c, int *il, int *e, pt_err *err);
+// Like pt_ecache_wait, but returns 0 at once when no read has finished yet.
+int pt_ecache_poll(pt_ecache *c, int *il, int *e, pt_err *err);
 // Blocking convenience: request (as a demand), wait until ready, pin.
 int pt_ecache_acquire(pt_ecache *c, int il, int e, const void *w[3], pt_err *err);
 

@@ -20,7 +20,8 @@ const char *cli_model_opts_help =
     "      --pin-gb SIZE     hot-store of pinned experts (GiB, or 512M; 0 = none; default: half the expert cache once\n"
     "                        routing heat is recorded in MODEL.usage)\n"
     "      --no-hot-store    never pin experts\n"
-    "      --no-prefetch     no lookahead prefetch of the next layer's experts\n"
+    "      --no-prefetch     no lookahead prefetch of the next layers' experts\n"
+    "      --prefetch-depth N  MoE layers predicted ahead (default 2)\n"
     "      --usage FILE      routing-heat file (default MODEL.usage; 'none': do not record)\n"
     "      --stats           per-layer expert cache / I/O / prefetch statistics at the end\n"
     "      --trace FILE      record the routed experts of every token and layer (bench/trace-replay.sh)\n"
@@ -129,6 +130,17 @@ int cli_model_opt(cli_model_opts *o, int argc, char **argv, int *i)
         o->stats = true;
     } else if (!strcmp(a, "--no-hot-store")) {
         o->mp.no_hot_store = true;
+    } else if (!strcmp(a, "--prefetch-depth")) {
+        if (need(argc, argv, i) < 0)
+            return -1;
+        const char *v = argv[++*i];
+        char *end;
+        long d = strtol(v, &end, 10);
+        if (*end || d < 1 || d > 8) {
+            fprintf(stderr, "petrel: bad value '%s' for --prefetch-depth (1..8)\n", v);
+            return -1;
+        }
+        o->mp.prefetch_depth = (int)d;
     } else if (!strcmp(a, "--no-prefetch")) {
         o->mp.no_prefetch = true;
     } else if (!strcmp(a, "--usage")) {

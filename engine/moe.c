@@ -134,46 +134,94 @@ static int retry_deferred(petrel_context *c, int il, int nu)
     return 0;
 }
 
-// Computes every distinct expert of the batch as it becomes ready.
+// Takes note of one finished (or failed) read returned by the cache: an
+// expert of this batch becomes READY (pinned), or a failed read of one is
+// retried once as a demand (a failed prefetch) or reported.
+static int on_read_done(petrel_context *c, int il, int rc, int wl, int we, const pt_err *err)
+{
+    pt_stream *st = c->stream;
+    const int ui = (wl == il && we >= 0) ? st->upos[we] : -1;
+    if (ui < 0 || st->ustate[ui] != U_LOADING)
+        return 0; // another layer's (prefetched) expert
+    if (rc < 0) {
+        if (st->utries[ui] >= 1) {
+            memcpy(c->err.msg, err->msg, sizeof err->msg);
+            return -1;
+        }
+        st->ustate[ui] = U_DEFERRED;
+    } else if (rc > 0) {
+        const void *w[3];
+        pt_ecache_pin(c->ecache, il, we, w);
+        st->ustate[ui] = U_READY;
+    }
+    return 0;
+}
+
+// Reaps every read that has already finished, without blocking.
+static int reap_finished(petrel_context *c, int il)
+{
+    for (;;) {
+        int wl = -1, we = -1;
+        pt_err err = {{0}};
+        const int rc = pt_ecache_poll(c->ecache, &wl, &we, &err);
+        if (rc == 0)
+            return 0;
+        if (on_read_done(c, il, rc, wl, we, &err) < 0)
+            return -1;
+    }
+}
+
+// Computes the ready experts listed (pinned once each when they became
+// ready) and marks them done. Small batches with at least one expert per
+// thread compute them side by side; otherwise one at a time with each
+// product split over the threads, so that no thread idles either way.
+static void compute_ready(petrel_context *c, int il, int B, const int *list, int n)
+{
+    pt_stream *st = c->stream;
+    pt_ecache *ec = c->ecache;
+    const void *w[PT_PAR_EXPERT_MAX][3];
+    for (int j = 0; j < n; j++) {
+        pt_ecache_pin(ec, il, st->uniq[list[j]], w[j]);
+        pt_ecache_release(ec, il, st->uniq[list[j]]); // (the pin taken when it became ready)
+    }
+    if (n > 1)
+        run_ready_parallel(c, il, list, n, w, B);
+    else
+        run_expert(c, il, st->uniq[list[0]], w[0], B);
+    for (int j = 0; j < n; j++) {
+        pt_ecache_release(ec, il, st->uniq[list[j]]);
+        st->ustate[list[j]] = U_DONE;
+    }
+}
+
+// Computes every distinct expert of the batch as it becomes ready. Between
+// computations, finished reads are reaped and queued requests handed to the
+// device, so the disk stays busy while the CPU works.
 static int stream_experts(petrel_context *c, int il, int B, int nu)
 {
     pt_stream *st = c->stream;
     pt_ecache *ec = c->ecache;
+    const int nt = c->n_threads > 0 ? c->n_threads : 1;
+    const bool side_by_side = B <= PT_PAR_EXPERT_B && st->pscratch && nt > 1;
     int left = nu;
     while (left > 0) {
-        int i = 0;
-        while (i < nu && st->ustate[i] != U_READY)
-            i++;
-        if (i < nu && B <= PT_PAR_EXPERT_B && st->pscratch) {
-            // Every ready expert at once, side by side.
-            int list[PT_PAR_EXPERT_MAX];
-            const void *w[PT_PAR_EXPERT_MAX][3];
-            int n = 0;
-            for (int j = i; j < nu && n < PT_PAR_EXPERT_MAX; j++)
-                if (st->ustate[j] == U_READY) {
-                    pt_ecache_pin(ec, il, st->uniq[j], w[n]);
-                    pt_ecache_release(ec, il, st->uniq[j]); // (the pin taken when it became ready)
-                    list[n++] = j;
-                }
-            run_ready_parallel(c, il, list, n, w, B);
-            for (int j = 0; j < n; j++) {
-                pt_ecache_release(ec, il, st->uniq[list[j]]);
-                st->ustate[list[j]] = U_DONE;
-            }
-            left -= n;
-            if (retry_deferred(c, il, nu) < 0)
-                return -1;
-            continue;
+        if (reap_finished(c, il) < 0)
+            return -1;
+        int list[PT_PAR_EXPERT_MAX], n = 0, pending = 0;
+        for (int j = 0; j < nu; j++) {
+            if (st->ustate[j] == U_READY && n < PT_PAR_EXPERT_MAX)
+                list[n++] = j;
+            pending += st->ustate[j] == U_LOADING || st->ustate[j] == U_DEFERRED;
         }
-        if (i < nu) {
-            const int e = st->uniq[i];
-            const void *w[3];
-            pt_ecache_pin(ec, il, e, w);
-            pt_ecache_release(ec, il, e); // (the pin taken when it became ready)
-            run_expert(c, il, e, w, B);
-            pt_ecache_release(ec, il, e);
-            st->ustate[i] = U_DONE;
-            left--;
+        if (n > 0) {
+            // Side by side in multiples of the thread count; the rest (or
+            // everything, for big batches) one at a time.
+            int take = 1;
+            if (side_by_side && n >= nt)
+                take = pending == 0 ? n : n - n % nt;
+            compute_ready(c, il, B, list, take);
+            left -= take;
+            pt_reader_pump(c->stream->reader);
             if (retry_deferred(c, il, nu) < 0)
                 return -1;
             continue;
@@ -183,21 +231,10 @@ static int stream_experts(petrel_context *c, int il, int B, int nu)
         double t0 = pt_now();
         int rc = pt_ecache_wait(ec, &wl, &we, &err);
         pt_ecache_lstats(ec, il)->t_wait_s += pt_now() - t0;
-        pt_stream_io_tick(c);
-        const int ui = (wl == il && we >= 0) ? st->upos[we] : -1;
-        if (rc < 0 && ui >= 0 && st->ustate[ui] == U_LOADING) {
-            // A failed read of an expert this batch needs: one more demand
-            // read if the failed one was a prefetch, else give up.
-            if (st->utries[ui] >= 1) {
-                memcpy(c->err.msg, err.msg, sizeof err.msg);
+        if (rc != 0) {
+            if (on_read_done(c, il, rc, wl, we, &err) < 0)
                 return -1;
-            }
-            st->ustate[ui] = U_DEFERRED;
-        } else if (rc > 0 && ui >= 0 && st->ustate[ui] == U_LOADING) {
-            const void *w[3];
-            pt_ecache_pin(ec, il, we, w);
-            st->ustate[ui] = U_READY;
-        } else if (rc == 0) {
+        } else {
             // Nothing in flight: deferred experts must find room now.
             bool any_deferred = false;
             for (int j = 0; j < nu; j++)
@@ -283,7 +320,6 @@ int pt_moe(petrel_context *c, int il, int B)
             if (present == (pass == 0))
                 rcode = request_expert(c, il, i, PT_EC_DEMAND);
         }
-    pt_stream_io_tick(c);
     if (rcode == 0)
         pt_stream_prefetch_next(c, il, B);
 

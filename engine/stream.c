@@ -93,9 +93,10 @@ static int alloc_buffers(petrel_context *c, pt_stream *st)
     st->pids = calloc(B * nu, sizeof(int32_t));
     st->pw = calloc(B * nu, sizeof(float));
     st->pred = calloc(nb * ne, 1);
+    st->pfar = calloc(ne, 1);
     st->has_pred = calloc(nb, sizeof(bool));
     if (!st->heat || !st->heat_old || !st->sh_out || !st->pscratch || !st->uniq || !st->ustate || !st->utries || !st->upos ||
-        !st->pxn || !st->plogits || !st->pids || !st->pw || !st->pred || !st->has_pred)
+        !st->pxn || !st->plogits || !st->pids || !st->pw || !st->pred || !st->pfar || !st->has_pred)
         return -1;
     for (size_t i = 0; i < ne; i++)
         st->upos[i] = -1;
@@ -130,6 +131,7 @@ int pt_stream_init(petrel_context *c, pt_err *err)
     if (alloc_buffers(c, st) < 0)
         return pt_errf(err, "out of memory (expert streaming buffers)");
     st->prefetch = !P->no_prefetch;
+    st->prefetch_depth = P->prefetch_depth > 0 ? P->prefetch_depth : 2;
 
     // Routing heat from earlier sessions.
     bool have_heat = false;
@@ -188,13 +190,14 @@ int pt_stream_init(petrel_context *c, pt_err *err)
         else if (have_heat && P->experts_per_layer <= 0)
             pin = eb / 2;
         if (P->experts_per_layer <= 0) {
-            // keep LRU room for a token's experts in every layer (or half
-            // the expert budget, at least one expert per layer)
-            uint64_t keep = min_lru * (hp->n_expert_used ? hp->n_expert_used : 1);
-            if (keep > eb / 2)
-                keep = eb / 2;
-            if (keep < min_lru)
-                keep = min_lru;
+            // Keep LRU room for one expert in every MoE layer (the cache's
+            // minimum) plus a token's experts in the layer being computed and
+            // in each layer predicted ahead: layers lend each other slots,
+            // so that is all a single token needs beyond the hot-store.
+            const uint64_t nu = hp->n_expert_used ? hp->n_expert_used : 1;
+            uint64_t keep = min_lru + nu * (uint64_t)(st->prefetch_depth + 1) * (n_moe ? min_lru / (uint64_t)n_moe : 0);
+            if (keep > eb)
+                keep = eb;
             pin = eb > keep ? (pin < eb - keep ? pin : eb - keep) : 0;
         }
     }
@@ -265,22 +268,10 @@ void pt_stream_free(petrel_context *c)
     free(st->pids);
     free(st->pw);
     free(st->pred);
+    free(st->pfar);
     free(st->has_pred);
     free(st);
     c->stream = NULL;
-}
-
-void pt_stream_io_tick(petrel_context *c)
-{
-    pt_stream *st = c->stream;
-    bool busy = pt_reader_inflight(st->reader) > 0;
-    double now = pt_now();
-    if (busy && st->t_busy_start == 0)
-        st->t_busy_start = now;
-    else if (!busy && st->t_busy_start != 0) {
-        st->t_busy += now - st->t_busy_start;
-        st->t_busy_start = 0;
-    }
 }
 
 // ---- trace ------------------------------------------------------------------------

@@ -32,14 +32,15 @@ typedef struct pt_stream {
     int16_t *upos;            // (n_expert_max) index in uniq of an expert or -1
     // lookahead predictor
     bool prefetch;
+    int prefetch_depth;       // blocks predicted ahead (>= 1)
     float *pxn;               // (n_batch, n_embd) normed hidden for the predictor
     float *plogits;           // (n_batch, n_expert_max)
     int32_t *pids;            // (n_batch, n_used)
     float *pw;                // (n_batch, n_used)
-    uint8_t *pred;            // (n_blocks, n_expert_max) predicted set for a block
+    uint8_t *pred;            // (n_blocks, n_expert_max) predicted set for a block (one block ahead)
+    uint8_t *pfar;            // (n_expert_max) scratch: a prediction further ahead
     bool *has_pred;           // (n_blocks)
-    // I/O busy time
-    double t_busy, t_busy_start;
+    pt_reader_stats rbase;    // reader counters at the last statistics reset
     FILE *trace;
 } pt_stream;
 
@@ -54,13 +55,11 @@ void pt_stream_free(petrel_context *c);
 int pt_stream_check_trunk(const petrel_model *m, pt_err *err);
 
 // Lookahead: after block il's attention (s->x is the residual stream),
-// predicts block il+1's experts and starts reads for the absent ones.
+// predicts the experts of blocks il+1 .. il+prefetch_depth and starts reads
+// for the absent ones, nearest block first.
 void pt_stream_prefetch_next(petrel_context *c, int il, int B);
 // Records recall of block il's prediction against its actual experts.
 void pt_stream_note_actual(petrel_context *c, int il, const int32_t *uniq, int nu);
-
-// I/O busy-time bookkeeping around reads in flight.
-void pt_stream_io_tick(petrel_context *c);
 
 // Streaming fields of petrel_stats / their reset (engine/stream_stats.c).
 void pt_stream_fill_stats(const petrel_context *c, petrel_stats *out);

@@ -14,15 +14,15 @@
 // covers most experts anyway and would only churn the cache.
 enum { PREFETCH_MAX_BATCH = 4 };
 
-void pt_stream_prefetch_next(petrel_context *c, int il, int B)
+// Predicts block nx's experts from the residual stream s->x (normed with
+// nx's ffn_norm) into st->pids, and starts reads for the absent ones (at
+// most the block's share of slots, so that predictions do not evict each
+// other). Returns the union of predicted experts in pred.
+static void predict_block(petrel_context *c, int nx, int B, uint8_t *pred)
 {
     pt_stream *st = c->stream;
-    const petrel_model *m = c->model;
-    const pt_hparams *hp = &m->hp;
-    const int nx = il + 1;
-    if (!st->prefetch || B > PREFETCH_MAX_BATCH || nx >= (int)hp->n_layer || !m->layers[nx].moe)
-        return;
-    const pt_layer *L = &m->layers[nx];
+    const pt_hparams *hp = &c->model->hp;
+    const pt_layer *L = &c->model->layers[nx];
     const int n_embd = (int)hp->n_embd, n_used = (int)hp->n_expert_used, ne = (int)hp->n_expert;
     const pt_router_cfg rc = {
         .n_expert = ne, .n_used = n_used, .n_group = (int)hp->n_group, .topk_group = (int)hp->topk_group,
@@ -31,7 +31,6 @@ void pt_stream_prefetch_next(petrel_context *c, int il, int B)
     for (int b = 0; b < B; b++)
         pt_rmsnorm(st->pxn + (size_t)b * n_embd, c->s.x + (size_t)b * n_embd, L->ffn_norm, n_embd, hp->rms_eps);
     pt_gemm(&L->gate_inp, st->pxn, B, st->plogits);
-    uint8_t *pred = st->pred + (size_t)nx * st->n_expert_max;
     memset(pred, 0, (size_t)st->n_expert_max);
     for (int b = 0; b < B; b++) {
         pt_route(&rc, st->plogits + (size_t)b * ne, L->exp_bias, st->pids + (size_t)b * n_used,
@@ -39,10 +38,7 @@ void pt_stream_prefetch_next(petrel_context *c, int il, int B)
         for (int k = 0; k < n_used; k++)
             pred[st->pids[(size_t)b * n_used + k]] = 1;
     }
-    st->has_pred[nx] = true;
     pt_stream_trace(c, 'P', nx, B, st->pids, n_used);
-    // Start reads, at most the layer's share of slots so that predictions
-    // do not evict each other.
     int budget = pt_ecache_slots(c->ecache, nx);
     pt_err e;
     for (int x = 0; x < ne && budget > 0; x++) {
@@ -53,7 +49,30 @@ void pt_stream_prefetch_next(petrel_context *c, int il, int B)
             break;
         budget--;
     }
-    pt_stream_io_tick(c);
+}
+
+void pt_stream_prefetch_next(petrel_context *c, int il, int B)
+{
+    pt_stream *st = c->stream;
+    const petrel_model *m = c->model;
+    if (!st->prefetch || B > PREFETCH_MAX_BATCH)
+        return;
+    // Nearest block first: its reads are queued first and are the most
+    // likely to be right. Only the nearest prediction counts for recall.
+    for (int d = 1; d <= st->prefetch_depth; d++) {
+        const int nx = il + d;
+        if (nx >= (int)m->hp.n_layer)
+            break;
+        if (!m->layers[nx].moe)
+            continue;
+        uint8_t *pred = st->pred + (size_t)nx * st->n_expert_max;
+        if (d == 1) {
+            predict_block(c, nx, B, pred);
+            st->has_pred[nx] = true;
+        } else {
+            predict_block(c, nx, B, st->pfar);
+        }
+    }
 }
 
 void pt_stream_note_actual(petrel_context *c, int il, const int32_t *uniq, int nu)

@@ -35,7 +35,10 @@ void pt_stream_fill_stats(const petrel_context *c, petrel_stats *out)
     out->expert_cache_bytes = pt_ecache_bytes(c->ecache);
     out->hot_store_bytes = pt_ecache_hot_bytes(c->ecache);
     out->ram_budget = st->budget;
-    out->t_io_busy_s = st->t_busy;
+    pt_reader_stats rs;
+    pt_reader_get_stats(st->reader, &rs);
+    out->t_io_busy_s = rs.busy_s - st->rbase.busy_s;
+    out->io_mean_queue_depth = out->t_io_busy_s > 0 ? (rs.inflight_s - st->rbase.inflight_s) / out->t_io_busy_s : 0;
     out->io_mode = (int)pt_reader_mode(st->reader);
 }
 
@@ -43,8 +46,9 @@ void pt_stream_reset_stats(petrel_context *c)
 {
     if (c->ecache)
         pt_ecache_reset_stats(c->ecache);
-    if (c->stream)
-        c->stream->t_busy = 0;
+    if (c->stream) {
+        pt_reader_get_stats(c->stream->reader, &c->stream->rbase);
+    }
 }
 
 int petrel_get_layer_stats(const petrel_context *c, int layer, petrel_layer_stats *out)
@@ -92,11 +96,11 @@ void petrel_print_stream_stats(const petrel_context *c, void *file)
     const double t_all = s.t_prompt_s + s.t_decode_s;
     fprintf(f,
             "total: %llu uses: LRU %.1f%%, hot-store %.1f%%, prefetched %.1f%%, missed %.1f%%; %.1f MB read "
-            "(%.2f GB/s while reading, %s)\n",
+            "(%.2f GB/s while reading, %s, %.1f requests in flight on average)\n",
             (unsigned long long)uses, pct(s.expert_hits_lru, uses), pct(s.expert_hits_hot, uses),
             pct(s.expert_hits_prefetch, uses), pct(s.expert_misses, uses), (double)s.bytes_read / 1e6,
             s.t_io_busy_s > 0 ? (double)s.bytes_read / 1e9 / s.t_io_busy_s : 0.0,
-            pt_io_mode_name((pt_io_mode)s.io_mode));
+            pt_io_mode_name((pt_io_mode)s.io_mode), s.io_mean_queue_depth);
     fprintf(f,
             "time: %.2fs, stalled on I/O %.2fs (%.1f%%), computing %.2fs; prefetch recall %.1f%% "
             "(%llu reads, %.1f MB wasted)\n",

@@ -47,6 +47,7 @@ typedef struct petrel_model_params {
     bool no_usage;             // neither read nor update the usage file
     const char *usage_path;    // routing-heat file; NULL = "<model>.usage"
     bool cache_lru;            // plain LRU eviction (default: fewest uses, then least recent)
+    int prefetch_depth;        // MoE blocks predicted ahead; 0 = 2
 } petrel_model_params;
 
 enum { PETREL_IO_AUTO = 0, PETREL_IO_URING = 1, PETREL_IO_POOL = 2, PETREL_IO_BUFFERED = 3 };
@@ -188,6 +189,7 @@ typedef struct petrel_stats {
     uint64_t ram_budget;           // the budget everything is held under
     double t_io_busy_s;            // time with at least one expert read in flight
     int io_mode;                   // backend in use (PETREL_IO_*)
+    double io_mean_queue_depth;    // device requests in flight on average while reading
 } petrel_stats;
 
 // Per-layer expert statistics (MoE blocks; layer n_layer is the MTP block).

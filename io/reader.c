@@ -16,6 +16,8 @@
 
 enum { MAX_ATTEMPTS = 4, MAX_AGAIN = 100000 };
 
+static void pump(pt_reader *r);
+
 // ---- FIFO -------------------------------------------------------------------
 
 static int fifo_grow(rd_fifo *q)
@@ -177,6 +179,11 @@ void pt_reader_set_fault(pt_reader *r, const pt_io_fault *f)
     r->n_completions = 0;
 }
 void pt_reader_get_stats(const pt_reader *r, pt_reader_stats *s) { *s = r->st; }
+void pt_reader_pump(pt_reader *r)
+{
+    if (r->be)
+        pump(r);
+}
 
 // ---- submission -----------------------------------------------------------------
 
@@ -220,6 +227,19 @@ static int alloc_chunk(pt_reader *r)
     return id;
 }
 
+// Queue-depth accounting: called just before dev_inflight changes. The
+// device's own completion times are not observable, so a request counts as
+// in flight until it is reaped.
+static void account(pt_reader *r)
+{
+    const double now = pt_now();
+    if (r->dev_inflight > 0 && r->t_mark > 0) {
+        r->st.busy_s += now - r->t_mark;
+        r->st.inflight_s += (now - r->t_mark) * r->dev_inflight;
+    }
+    r->t_mark = now;
+}
+
 // Hands pending chunks to the backend while it has room.
 static void pump(pt_reader *r)
 {
@@ -230,6 +250,7 @@ static void pump(pt_reader *r)
         if (rc != 0)
             break;
         rd_fifo_pop(&r->pending);
+        account(r);
         r->dev_inflight++;
         any = true;
     }
@@ -311,6 +332,7 @@ static void on_completion(pt_reader *r, int cid, int64_t res)
 {
     rd_chunk *c = &r->chunks[cid];
     assert(c->used);
+    account(r);
     r->dev_inflight--;
     res = inject(r, res);
     if (res == -EAGAIN || res == -EINTR) {

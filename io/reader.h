@@ -61,6 +61,9 @@ typedef struct pt_reader_stats {
     uint64_t bytes;         // bytes transferred by the device (aligned ranges)
     uint64_t retries;       // requests resubmitted (short, EAGAIN, errors)
     uint64_t failures;      // reads reported failed
+    double busy_s;          // time with at least one device request in flight
+    double inflight_s;      // integral of device requests in flight over time
+                            // (inflight_s / busy_s = mean queue depth while busy)
 } pt_reader_stats;
 
 typedef struct pt_reader pt_reader;
@@ -97,5 +100,8 @@ int pt_reader_inflight(const pt_reader *r); // reads submitted and not yet retur
 
 void pt_reader_set_fault(pt_reader *r, const pt_io_fault *f);
 void pt_reader_get_stats(const pt_reader *r, pt_reader_stats *s);
+// Hands queued requests to the device if it has room (cheap; for callers
+// that compute between waits so that the queue does not drain meanwhile).
+void pt_reader_pump(pt_reader *r);
 
 #endif
