@@ -21,7 +21,7 @@ const char *cli_model_opts_help =
     "                        routing heat is recorded in MODEL.usage)\n"
     "      --no-hot-store    never pin experts\n"
     "      --no-prefetch     no lookahead prefetch of the next layers' experts\n"
-    "      --prefetch-depth N  MoE layers predicted ahead (default 2)\n"
+    "      --prefetch-depth N  MoE layers predicted ahead (default 1)\n"
     "      --usage FILE      routing-heat file (default MODEL.usage; 'none': do not record)\n"
     "      --stats           per-layer expert cache / I/O / prefetch statistics at the end\n"
     "      --trace FILE      record the routed experts of every token and layer (bench/trace-replay.sh)\n"

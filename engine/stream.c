@@ -131,7 +131,7 @@ int pt_stream_init(petrel_context *c, pt_err *err)
     if (alloc_buffers(c, st) < 0)
         return pt_errf(err, "out of memory (expert streaming buffers)");
     st->prefetch = !P->no_prefetch;
-    st->prefetch_depth = P->prefetch_depth > 0 ? P->prefetch_depth : 2;
+    st->prefetch_depth = P->prefetch_depth > 0 ? P->prefetch_depth : 1;
 
     // Routing heat from earlier sessions.
     bool have_heat = false;

@@ -47,7 +47,7 @@ typedef struct petrel_model_params {
     bool no_usage;             // neither read nor update the usage file
     const char *usage_path;    // routing-heat file; NULL = "<model>.usage"
     bool cache_lru;            // plain LRU eviction (default: fewest uses, then least recent)
-    int prefetch_depth;        // MoE blocks predicted ahead; 0 = 2
+    int prefetch_depth;        // MoE blocks predicted ahead; 0 = 1
 } petrel_model_params;
 
 enum { PETREL_IO_AUTO = 0, PETREL_IO_URING = 1, PETREL_IO_POOL = 2, PETREL_IO_BUFFERED = 3 };
