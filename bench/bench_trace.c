@@ -11,6 +11,9 @@
 //   hot+lru+prefetch  both
 //   hot+lfu(+prefetch) the hot-store with least-used-first eviction (ties to
 //                  LRU) in the rest: the engine's default policy
+//   static-oracle  the most used experts of each layer over the counted
+//                  uses, fixed from the start: the ceiling of frequency-based
+//                  policies (it knows the future's counts, not its order)
 //   belady         Belady's optimal replacement (furthest next use) per layer
 // A "use" is one routed expert of one token in one layer (lines 'A').
 //
@@ -220,6 +223,40 @@ static double run_policy(const trace *t, int cap, const uint8_t *pinned, int pol
     return r;
 }
 
+// The best fixed set in hindsight: the cap most used experts of each layer
+// over the counted uses, resident from the start and never changed. The
+// ceiling of any policy that keeps experts by how often they are used
+// (LFU, the hot-store) when routing is independent from token to token.
+static double run_static_oracle(const trace *t, int cap)
+{
+    uint64_t *cnt = calloc((size_t)t->n_blocks * t->n_expert, sizeof(uint64_t));
+    uint8_t *in = calloc((size_t)t->n_blocks * t->n_expert, 1);
+    for (int i = 0; i < t->n; i++)
+        if (t->s[i].kind == 'A' && t->s[i].pos >= count_from)
+            for (int k = 0; k < t->s[i].n; k++)
+                cnt[(size_t)t->s[i].layer * t->n_expert + t->s[i].ids[k]]++;
+    for (int b = 0; b < t->n_blocks; b++)
+        for (int j = 0; j < cap && j < t->n_expert; j++) {
+            int best = -1;
+            for (int e = 0; e < t->n_expert; e++) {
+                size_t x = (size_t)b * t->n_expert + e;
+                if (!in[x] && (best < 0 || cnt[x] > cnt[(size_t)b * t->n_expert + best]))
+                    best = e;
+            }
+            in[(size_t)b * t->n_expert + best] = 1;
+        }
+    uint64_t hits = 0, uses = 0;
+    for (int i = 0; i < t->n; i++)
+        if (t->s[i].kind == 'A' && t->s[i].pos >= count_from)
+            for (int k = 0; k < t->s[i].n; k++) {
+                uses++;
+                hits += in[(size_t)t->s[i].layer * t->n_expert + t->s[i].ids[k]];
+            }
+    free(cnt);
+    free(in);
+    return uses ? (double)hits / (double)uses : 0;
+}
+
 // Belady's optimal policy per layer over the sequence of uses.
 static double run_belady(const trace *t, int cap)
 {
@@ -317,8 +354,10 @@ int main(int argc, char **argv)
     uint64_t *counts = calloc((size_t)t.n_blocks * t.n_expert, sizeof(uint64_t));
     for (int i = 0; i < t.n; i++)
         if (t.s[i].kind == 'A') {
-            if (!used_layer[t.s[i].layer]++)
+            if (!used_layer[t.s[i].layer]) {
+                used_layer[t.s[i].layer] = 1;
                 n_layers++;
+            }
             for (int k = 0; k < t.s[i].n; k++)
                 counts[(size_t)t.s[i].layer * t.n_expert + t.s[i].ids[k]]++;
         }
@@ -370,6 +409,7 @@ int main(int argc, char **argv)
     double hotlfu = run_policy(&t, (int)lru_cap, pinned, POL_LFU, false);
     double hotlfupf = run_policy(&t, (int)lru_cap, pinned, POL_LFU, true);
     double bel = run_belady(&t, (int)slots);
+    double so = run_static_oracle(&t, (int)slots);
     printf("trace %s: %d layers used, %d experts, top-%d, capacity %ld slots per layer (%.2f GB in all); "
            "hot-store %ld slots (heat from %s)\n",
            path, n_layers, t.n_expert, t.n_used, slots, (double)total * (double)t.slot_bytes / 1e9, n_hot,
@@ -382,10 +422,11 @@ int main(int argc, char **argv)
     printf("%-18s %7.1f%%\n", "hot+lru+prefetch", 100 * hotpf);
     printf("%-18s %7.1f%%\n", "hot+lfu", 100 * hotlfu);
     printf("%-18s %7.1f%%\n", "hot+lfu+prefetch", 100 * hotlfupf);
+    printf("%-18s %7.1f%%\n", "static-oracle", 100 * so);
     printf("%-18s %7.1f%%\n", "belady", 100 * bel);
     printf("RESULT slots=%ld lru=%.4f lfu=%.4f hot_lru=%.4f lru_prefetch=%.4f hot_lru_prefetch=%.4f hot_lfu=%.4f "
-           "hot_lfu_prefetch=%.4f belady=%.4f\n",
-           slots, lru, lfu, hot, pf, hotpf, hotlfu, hotlfupf, bel);
+           "hot_lfu_prefetch=%.4f static_oracle=%.4f belady=%.4f\n",
+           slots, lru, lfu, hot, pf, hotpf, hotlfu, hotlfupf, so, bel);
     free(pinned);
     free(counts);
     free(used_layer);

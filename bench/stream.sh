@@ -11,20 +11,25 @@
 #   RESULT budget_gib=… cache=cold|warm tok_s=… hit_rate=… belady_hit_rate=…
 #     belady_ratio=… gb_per_token=… read_gbs=… fio_gbs=… read_ratio=…
 #     resident_tok_s=… limit_tok_s=… limit_ratio=… peak_rss_gib=…
-#     stall_s=… compute_s=… prefetch_hit=… recall=… oom_kills=…
+#     budget_ok=… stall_s=… compute_s=… prefetch_hit=… recall=… qd=…
+#     fio_before=… fio_after=… static_oracle_hit_rate=… oom_kills=…
 #
 # hit_rate counts the LRU + hot-store tiers (prefetched experts were read);
 # belady_hit_rate replays the same run's routing trace under Belady's
 # optimal policy at the same capacity (bench/bench_trace.c); fio_gbs is fio's
 # O_DIRECT random-read throughput at the engine's request size (one expert
-# slice) and queue depth on the same file, measured in the same run just
-# before each budget;
+# slice) and queue depth on the same file, measured for FIO_S seconds right
+# before and right after each engine run (the higher of the two, so that the
+# limit is never understated; both are printed as fio_before / fio_after:
+# this disk's speed drifts by 2-5x within minutes); static_oracle_hit_rate is
+# the ceiling of any frequency-based policy on the same trace (the most used
+# experts of each layer in hindsight, fixed: bench/bench_trace.c);
 # resident_tok_s is the speed with every expert in RAM (no cap); and
 # limit_tok_s = min(fio_gbs / gb_per_token, resident_tok_s).
 #
 # Environment: MODEL (an existing bench16 GGUF), WORK (where to generate it,
 # default /work/bench-models), BUILD (build dir), BUDGETS ("2 3 6"),
-# NGEN (64), CAP_EXTRA_MIB (256), QD (32), SKIP_RESIDENT=1, THREADS,
+# NGEN (64), CAP_EXTRA_MIB (256), QD (32), FIO_S (5), SKIP_RESIDENT=1, THREADS,
 # OMP_WAIT_POLICY (default passive).
 # Needs root for drop_caches and cgroups; without them it says so and runs
 # uncapped / without dropping caches.
@@ -37,6 +42,7 @@ BUDGETS=${BUDGETS:-"2 3 6"}
 NGEN=${NGEN:-64}
 CAP_EXTRA_MIB=${CAP_EXTRA_MIB:-256}
 QD=${QD:-32}
+FIO_S=${FIO_S:-5}
 THREADS=${THREADS:-0}
 # OpenMP workers that spin while the main thread waits on reads steal the CPU
 # on a small shared box; sleeping waits are the better default here.
@@ -109,7 +115,7 @@ probe=$("$BUILD/bench_stream" -m "$MODEL" -n 1 --no-prefetch --usage "$OUT/probe
 slice=$(field slice_bytes "$probe")
 [ -n "$slice" ] || { echo "stream.sh: cannot open $MODEL with bench_stream" >&2; exit 1; }
 # run_fio: O_DIRECT random-read GB/s at the engine's request size and queue
-# depth on the model file (measured again before every budget: the disk of a
+# depth on the model file (measured around every engine run: the disk of a
 # shared machine drifts).
 run_fio() {
     if ! command -v fio >/dev/null; then
@@ -117,9 +123,9 @@ run_fio() {
         return
     fi
     fio --name=petrel-stream --filename="$MODEL" --readonly --direct=1 --rw=randread --bs="$slice" \
-        --iodepth="$QD" --ioengine=io_uring --runtime=10 --time_based --output-format=json >"$OUT/fio.json" 2>/dev/null ||
+        --iodepth="$QD" --ioengine=io_uring --runtime="$FIO_S" --time_based --output-format=json >"$OUT/fio.json" 2>/dev/null ||
         fio --name=petrel-stream --filename="$MODEL" --readonly --direct=1 --rw=randread --bs="$slice" \
-            --iodepth="$QD" --ioengine=libaio --runtime=10 --time_based --output-format=json >"$OUT/fio.json"
+            --iodepth="$QD" --ioengine=libaio --runtime="$FIO_S" --time_based --output-format=json >"$OUT/fio.json"
     python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%.4f" % (j["jobs"][0]["read"]["bw_bytes"]/1e9))' "$OUT/fio.json"
 }
 command -v fio >/dev/null || echo "stream.sh: fio not installed: fio_gbs=0" >&2
@@ -139,15 +145,16 @@ fi
 for b in $BUDGETS; do
     usage=$OUT/usage-$b
     rm -f "$usage"
-    drop_caches
-    fio_gbs=$(run_fio)
-    echo "fio: O_DIRECT random read, bs=$slice, iodepth=$QD: $fio_gbs GB/s" >&2
     for cache in cold warm; do
+        fio_before=$(run_fio)
         [ "$cache" = cold ] && drop_caches
         limit=$(( b * 1024 * 1024 * 1024 + CAP_EXTRA_MIB * 1024 * 1024 ))
         log=$OUT/run-$b-$cache
         oom=$(run_capped "$limit" "$log" "$BUILD/bench_stream" -m "$MODEL" --ram "${b}G" -n "$NGEN" -t "$THREADS" \
             --usage "$usage" --trace "$log.trace")
+        fio_after=$(run_fio)
+        fio_gbs=$(python3 -c 'import sys; print("%.4f" % max(float(sys.argv[1]), float(sys.argv[2])))' "$fio_before" "$fio_after")
+        echo "fio: O_DIRECT random read, bs=$slice, iodepth=$QD: $fio_before GB/s before, $fio_after GB/s after" >&2
         line=$(grep '^STREAM' "$log.out" || true)
         if [ -z "$line" ]; then
             echo "stream.sh: budget ${b} GiB ($cache) failed (oom_kills=$oom):" >&2
@@ -158,9 +165,10 @@ for b in $BUDGETS; do
         tail -4 "$log.err" >&2
         bel=$("$BUILD/bench_trace" "$log.trace" --bytes "$(field cache_bytes "$line")" --count-from 16 | grep '^RESULT' || true)
         belady=$(field belady "$bel")
-        python3 - "$line" "${belady:-0}" "$fio_gbs" "$resident" "$b" "$cache" "$oom" <<'EOF'
+        static_oracle=$(field static_oracle "$bel")
+        python3 - "$line" "${belady:-0}" "$fio_gbs" "$resident" "$b" "$cache" "$oom" "$fio_before" "$fio_after" "${static_oracle:-0}" <<'EOF'
 import sys
-line, belady, fio, resident, b, cache, oom = sys.argv[1:]
+line, belady, fio, resident, b, cache, oom, fb, fa, so = sys.argv[1:]
 f = dict(kv.split("=", 1) for kv in line.split()[1:])
 g = lambda k: float(f[k])
 belady, fio, resident = float(belady), float(fio), float(resident)
@@ -169,10 +177,12 @@ limit = min(fio / gbt if gbt > 0 else float("inf"), resident if resident > 0 els
 limit = 0.0 if limit == float("inf") else limit
 print("RESULT budget_gib=%s cache=%s tok_s=%.3f hit_rate=%.4f belady_hit_rate=%.4f belady_ratio=%.3f "
       "gb_per_token=%.4f read_gbs=%.3f fio_gbs=%.3f read_ratio=%.3f resident_tok_s=%.3f limit_tok_s=%.3f "
-      "limit_ratio=%.3f peak_rss_gib=%.3f stall_s=%.2f compute_s=%.2f prefetch_hit=%.4f recall=%.4f oom_kills=%s"
+      "limit_ratio=%.3f peak_rss_gib=%.3f budget_ok=%d stall_s=%.2f compute_s=%.2f prefetch_hit=%.4f recall=%.4f "
+      "qd=%.1f fio_before=%s fio_after=%s static_oracle_hit_rate=%s oom_kills=%s"
       % (b, cache, tok, g("hit_rate"), belady, g("hit_rate") / belady if belady > 0 else 0, gbt, rd, fio,
          rd / fio if fio > 0 else 0, resident, limit, tok / limit if limit > 0 else 0, g("peak_rss_gib"),
-         g("stall_s"), g("compute_s"), g("hit_prefetch"), g("recall"), oom))
+         g("peak_rss_gib") <= float(b), g("stall_s"), g("compute_s"), g("hit_prefetch"), g("recall"), g("qd"),
+         fb, fa, so, oom))
 EOF
     done
 done

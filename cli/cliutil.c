@@ -17,7 +17,7 @@ const char *cli_model_opts_help =
     "      --expert-cache SIZE  bytes for cached routed experts\n"
     "      --expert-slots N  cache exactly N experts per layer\n"
     "      --io MODE         expert reads: auto | uring | pool | buffered (default auto)\n"
-    "      --pin-gb SIZE     hot-store of pinned experts (GiB, or 512M; 0 = none; default: half the expert cache once\n"
+    "      --pin-gb SIZE     hot-store of pinned experts (GiB, or 512M; 0 = none; default: 7/8 of the expert cache once\n"
     "                        routing heat is recorded in MODEL.usage)\n"
     "      --no-hot-store    never pin experts\n"
     "      --no-prefetch     no lookahead prefetch of the next layers' experts\n"

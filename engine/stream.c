@@ -182,13 +182,14 @@ int pt_stream_init(petrel_context *c, pt_err *err)
             eb = min_lru;
     }
 
-    // Hot-store: explicit size, or half the expert budget once heat exists.
+    // Hot-store: explicit size, or most of the expert budget once heat exists.
     uint64_t pin = 0;
     if (!P->no_hot_store) {
         if (P->pin_bytes)
             pin = P->pin_bytes;
         else if (have_heat && P->experts_per_layer <= 0)
-            pin = eb / 2;
+            pin = eb; // all but the reserve below: with routing close to independent
+                      // from token to token, use counts are the best guide there is
         if (P->experts_per_layer <= 0) {
             // Keep LRU room for one expert in every MoE layer (the cache's
             // minimum) plus a token's experts in the layer being computed and
@@ -196,8 +197,12 @@ int pt_stream_init(petrel_context *c, pt_err *err)
             // so that is all a single token needs beyond the hot-store.
             const uint64_t nu = hp->n_expert_used ? hp->n_expert_used : 1;
             uint64_t keep = min_lru + nu * (uint64_t)(st->prefetch_depth + 1) * (n_moe ? min_lru / (uint64_t)n_moe : 0);
-            if (keep > eb)
-                keep = eb;
+            if (keep < eb / 8) // (and an eighth of the budget to adapt to new uses)
+                keep = eb / 8;
+            if (keep > eb / 2) // (a small budget still gets a hot-store when asked)
+                keep = eb / 2;
+            if (keep < min_lru)
+                keep = min_lru;
             pin = eb > keep ? (pin < eb - keep ? pin : eb - keep) : 0;
         }
     }

@@ -23,8 +23,9 @@ typedef struct cfg {
     int slots;             // experts_per_layer (0: byte budget)
     uint64_t cache;        // expert_cache bytes (0: all)
     bool hot;              // hot-store from the usage file
-    bool prefetch;
+    int prefetch;          // 0: off, else blocks predicted ahead
     int io;                // PETREL_IO_*
+    int threads;           // 0: 1
 } cfg;
 
 static char *usage_dir;
@@ -38,12 +39,13 @@ static petrel_model *open_model(const char *path, const cfg *k, const char *usag
     mp.experts_per_layer = k->slots;
     mp.expert_cache = k->cache;
     mp.no_prefetch = !k->prefetch;
+    mp.prefetch_depth = k->prefetch;
     mp.io_mode = k->io;
     mp.no_hot_store = !k->hot;
     mp.pin_bytes = k->hot ? (64u << 20) : 0;
     mp.usage_path = usage;
     mp.no_usage = usage == NULL;
-    mp.n_threads = 1; // (thread-count invariance is test_golden's; 1 keeps OpenMP from spinning on a busy box)
+    mp.n_threads = k->threads > 0 ? k->threads : 1; // (1 mostly: keeps OpenMP from spinning on a busy box)
     petrel_model *m = petrel_model_open(path, &mp, err, sizeof err);
     cr_assert(m, "open: %s", err);
     return m;
@@ -104,7 +106,7 @@ static void check_grid(const char *path, int n, const uint64_t *caches, int n_ca
     int runs = 0;
     for (int b = 0; b < n_caches + n_slots; b++)
         for (int hot = 0; hot < 2; hot++)
-            for (int pf = 0; pf < 2; pf++)
+            for (int pf = 0; pf < 3; pf++)
                 for (int io = 0; io < 3; io++) {
                     cfg k = {.hot = hot, .prefetch = pf, .io = ios[io]};
                     if (b < n_slots)
@@ -127,6 +129,20 @@ static void check_grid(const char *path, int n, const uint64_t *caches, int n_ca
                     free(got);
                     runs++;
                 }
+    // Two threads: ready experts of a token are computed side by side, in
+    // groups that depend on when their reads finish.
+    for (int b = 0; b < n_caches + n_slots; b++) {
+        cfg k = {.hot = 1, .prefetch = 1, .io = PETREL_IO_URING, .threads = 2};
+        if (b < n_slots)
+            k.slots = slots[b];
+        else
+            k.cache = caches[b - n_slots];
+        float *got = run(path, &k, usage, n, &st);
+        cr_assert(memcmp(got, want, sizeof(float) * V * (size_t)n) == 0,
+                  "%s: logits differ with 2 threads (slots %d cache %llu)", path, k.slots, (unsigned long long)k.cache);
+        free(got);
+        runs++;
+    }
     cr_log_info("%s: %d configurations bit-identical", path, runs);
     free(want);
 }
