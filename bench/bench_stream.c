@@ -57,6 +57,8 @@ int main(int argc, char **argv)
             mp.no_prefetch = true;
         else if (!strcmp(a, "--prefetch-depth") && v)
             mp.prefetch_depth = atoi(argv[++i]);
+        else if (!strcmp(a, "--prefetch-top") && v)
+            mp.prefetch_top = atoi(argv[++i]);
         else if (!strcmp(a, "--qd") && v)
             mp.io_queue_depth = atoi(argv[++i]);
         else if (!strcmp(a, "--no-hot"))

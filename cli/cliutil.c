@@ -22,6 +22,7 @@ const char *cli_model_opts_help =
     "      --no-hot-store    never pin experts\n"
     "      --no-prefetch     no lookahead prefetch of the next layers' experts\n"
     "      --prefetch-depth N  MoE layers predicted ahead (default 1)\n"
+    "      --prefetch-top N  read the N best-scored predicted experts per token (default 5/8 of top-k)\n"
     "      --usage FILE      routing-heat file (default MODEL.usage; 'none': do not record)\n"
     "      --stats           per-layer expert cache / I/O / prefetch statistics at the end\n"
     "      --trace FILE      record the routed experts of every token and layer (bench/trace-replay.sh)\n"
@@ -141,6 +142,17 @@ int cli_model_opt(cli_model_opts *o, int argc, char **argv, int *i)
             return -1;
         }
         o->mp.prefetch_depth = (int)d;
+    } else if (!strcmp(a, "--prefetch-top")) {
+        if (need(argc, argv, i) < 0)
+            return -1;
+        const char *v = argv[++*i];
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (*end || n < 1 || n > 64) {
+            fprintf(stderr, "petrel: bad value '%s' for --prefetch-top (1..64)\n", v);
+            return -1;
+        }
+        o->mp.prefetch_top = (int)n;
     } else if (!strcmp(a, "--no-prefetch")) {
         o->mp.no_prefetch = true;
     } else if (!strcmp(a, "--usage")) {

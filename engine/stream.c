@@ -94,9 +94,10 @@ static int alloc_buffers(petrel_context *c, pt_stream *st)
     st->pw = calloc(B * nu, sizeof(float));
     st->pred = calloc(nb * ne, 1);
     st->pfar = calloc(ne, 1);
+    st->pwant = calloc(ne, 1);
     st->has_pred = calloc(nb, sizeof(bool));
     if (!st->heat || !st->heat_old || !st->sh_out || !st->pscratch || !st->uniq || !st->ustate || !st->utries || !st->upos ||
-        !st->pxn || !st->plogits || !st->pids || !st->pw || !st->pred || !st->pfar || !st->has_pred)
+        !st->pxn || !st->plogits || !st->pids || !st->pw || !st->pred || !st->pfar || !st->pwant || !st->has_pred)
         return -1;
     for (size_t i = 0; i < ne; i++)
         st->upos[i] = -1;
@@ -132,6 +133,10 @@ int pt_stream_init(petrel_context *c, pt_err *err)
         return pt_errf(err, "out of memory (expert streaming buffers)");
     st->prefetch = !P->no_prefetch;
     st->prefetch_depth = P->prefetch_depth > 0 ? P->prefetch_depth : 1;
+    {
+        const int nu = (int)hp->n_expert_used;
+        st->prefetch_top = P->prefetch_top > 0 ? (P->prefetch_top < nu ? P->prefetch_top : nu) : (5 * nu + 7) / 8;
+    }
 
     // Routing heat from earlier sessions.
     bool have_heat = false;
@@ -274,6 +279,7 @@ void pt_stream_free(petrel_context *c)
     free(st->pw);
     free(st->pred);
     free(st->pfar);
+    free(st->pwant);
     free(st->has_pred);
     free(st);
     c->stream = NULL;

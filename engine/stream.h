@@ -33,12 +33,14 @@ typedef struct pt_stream {
     // lookahead predictor
     bool prefetch;
     int prefetch_depth;       // blocks predicted ahead (>= 1)
+    int prefetch_top;         // best-scored predictions per token that are read
     float *pxn;               // (n_batch, n_embd) normed hidden for the predictor
     float *plogits;           // (n_batch, n_expert_max)
     int32_t *pids;            // (n_batch, n_used)
     float *pw;                // (n_batch, n_used)
     uint8_t *pred;            // (n_blocks, n_expert_max) predicted set for a block (one block ahead)
     uint8_t *pfar;            // (n_expert_max) scratch: a prediction further ahead
+    uint8_t *pwant;           // (n_expert_max) scratch: predictions to read
     bool *has_pred;           // (n_blocks)
     pt_reader_stats rbase;    // reader counters at the last statistics reset
     FILE *trace;

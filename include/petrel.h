@@ -48,6 +48,7 @@ typedef struct petrel_model_params {
     const char *usage_path;    // routing-heat file; NULL = "<model>.usage"
     bool cache_lru;            // plain LRU eviction (default: fewest uses, then least recent)
     int prefetch_depth;        // MoE blocks predicted ahead; 0 = 1
+    int prefetch_top;          // best-scored predicted experts per token that are read; 0 = 5/8 of top-k
 } petrel_model_params;
 
 enum { PETREL_IO_AUTO = 0, PETREL_IO_URING = 1, PETREL_IO_POOL = 2, PETREL_IO_BUFFERED = 3 };
