@@ -235,7 +235,7 @@ static int new_slot(pt_ecache *c, layer_cache *L, bool hot)
     } else {
         pt_free_aligned(c->spare); // (a different size: give it back)
         c->spare = NULL;
-        s->mem = pt_alloc_aligned(L->slot_bytes);
+        s->mem = pt_alloc_aligned_lazy(L->slot_bytes); // (the read faults it in)
     }
     if (!s->mem)
         return -1;

@@ -22,6 +22,14 @@ void *pt_alloc_aligned(size_t bytes)
     return p;
 }
 
+void *pt_alloc_aligned_lazy(size_t bytes)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, PT_ALIGN, pt_align_up(bytes ? bytes : PT_ALIGN, PT_ALIGN)) != 0)
+        return NULL;
+    return p;
+}
+
 void pt_free_aligned(void *p) { free(p); }
 
 double pt_now(void)

@@ -13,6 +13,9 @@
 // 4 KiB-aligned allocation (suitable for O_DIRECT); NULL on failure.
 // Memory is pre-faulted (touched) so that no page faults happen later.
 void *pt_alloc_aligned(size_t bytes);
+// Like pt_alloc_aligned but not pre-faulted: for buffers that are filled
+// right away anyway (expert slots: the read faults each page in once).
+void *pt_alloc_aligned_lazy(size_t bytes);
 void pt_free_aligned(void *p);
 
 static inline uint64_t pt_align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
