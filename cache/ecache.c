@@ -2,8 +2,10 @@
 #include "cache/ecache.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "common/util.h"
 #include "io/reader.h"
@@ -49,9 +51,74 @@ struct pt_ecache {
     uint64_t hot_bytes;     // hot slot bytes allocated
     uint64_t clock;
     int inflight;           // slots loading
-    unsigned char *spare;   // (spare_bytes,) memory of a slot just given up by a
-    uint64_t spare_bytes;   // donor layer, handed to the next new slot of that size
+    // Slot memory: one arena sized for every slot the cache may hold,
+    // faulted in when the cache is created (so decoding never page-faults
+    // and the kernel clears each page once, by all threads at once), carved
+    // into slots; a slot given up by a layer goes to a free list that the
+    // next new slot of the same size takes from.
+    unsigned char *arena;   // (arena_bytes,) mmap'ed, or NULL
+    uint64_t arena_bytes, arena_used;
+    unsigned char **free_mem; // (n_free,) slot buffers given back
+    uint64_t *free_size;      // (n_free,) their sizes
+    int n_free, cap_free;
 };
+
+// Faults every page of [p, p + n) in, the threads sharing the work.
+static void prefault(unsigned char *p, uint64_t n)
+{
+    const int64_t pages = (int64_t)((n + 4095) / 4096);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < pages; i++)
+        ((volatile unsigned char *)p)[i * 4096] = 0;
+}
+
+static bool in_arena(const pt_ecache *c, const unsigned char *p)
+{
+    return c->arena && p >= c->arena && p < c->arena + c->arena_bytes;
+}
+
+// A buffer for one slot of n bytes: a given-back one of that size, else
+// fresh arena space, else the heap (only when slot sizes differ).
+static unsigned char *slot_mem_get(pt_ecache *c, uint64_t n)
+{
+    for (int i = c->n_free - 1; i >= 0; i--)
+        if (c->free_size[i] == n) {
+            unsigned char *p = c->free_mem[i];
+            c->free_mem[i] = c->free_mem[c->n_free - 1];
+            c->free_size[i] = c->free_size[c->n_free - 1];
+            c->n_free--;
+            return p;
+        }
+    if (c->arena && c->arena_used + n <= c->arena_bytes) {
+        unsigned char *p = c->arena + c->arena_used;
+        c->arena_used += n;
+        return p;
+    }
+    return pt_alloc_aligned_lazy(n);
+}
+
+static void slot_mem_put(pt_ecache *c, unsigned char *p, uint64_t n)
+{
+    if (!p)
+        return;
+    if (c->n_free == c->cap_free) {
+        int cap = c->cap_free ? 2 * c->cap_free : 16;
+        unsigned char **m = realloc(c->free_mem, sizeof *m * (size_t)cap);
+        if (m)
+            c->free_mem = m;
+        uint64_t *z = realloc(c->free_size, sizeof *z * (size_t)cap);
+        if (z)
+            c->free_size = z;
+        if (!m || !z) {
+            if (!in_arena(c, p))
+                pt_free_aligned(p);
+            return; // (arena space is simply not reused)
+        }
+        c->cap_free = cap;
+    }
+    c->free_mem[c->n_free] = p;
+    c->free_size[c->n_free++] = n;
+}
 
 uint64_t pt_ecache_slot_bytes_for(const pt_ecache_layer_src *src)
 {
@@ -129,10 +196,35 @@ pt_ecache *pt_ecache_new(const pt_ecache_cfg *cfg, pt_err *err)
         for (int e = 0; e < L->src.n_expert; e++)
             L->where[e] = -1;
     }
+    uint64_t arena = 0;
     for (int i = 0; i < cfg->n_hot; i++) {
         int il = cfg->hot[2 * i], e = cfg->hot[2 * i + 1];
-        if (il >= 0 && il < c->n_layers && e >= 0 && e < c->layers[il].src.n_expert)
+        if (il >= 0 && il < c->n_layers && e >= 0 && e < c->layers[il].src.n_expert && !c->layers[il].is_hot[e]) {
             c->layers[il].is_hot[e] = true;
+            arena += c->layers[il].slot_bytes;
+        }
+    }
+    if (c->slot_mode) {
+        for (int il = 0; il < c->n_layers; il++)
+            arena += (uint64_t)c->layers[il].quota * c->layers[il].slot_bytes;
+    } else {
+        uint64_t all = 0; // (never more than every expert)
+        for (int il = 0; il < c->n_layers; il++)
+            all += (uint64_t)c->layers[il].src.n_expert * c->layers[il].slot_bytes;
+        arena += c->budget < all ? c->budget : all;
+    }
+    if (arena > 0) {
+        void *p = mmap(NULL, arena, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            pt_errf(err, "%s: cannot map %.1f MB for the expert cache: %s", c->path, (double)arena / 1e6,
+                    strerror(errno));
+            pt_ecache_free(c);
+            return NULL;
+        }
+        madvise(p, arena, MADV_HUGEPAGE); // (fewer faults and TLB misses where THP is on)
+        c->arena = p;
+        c->arena_bytes = arena;
+        prefault(c->arena, arena);
     }
     return c;
 oom:
@@ -152,7 +244,8 @@ void pt_ecache_free(pt_ecache *c)
     for (int l = 0; l < c->n_layers; l++) {
         layer_cache *L = &c->layers[l];
         for (int s = 0; s < L->n_slots; s++)
-            pt_free_aligned(L->slots[s].mem);
+            if (!in_arena(c, L->slots[s].mem))
+                pt_free_aligned(L->slots[s].mem);
         free(L->slots);
         free(L->where);
         free(L->is_hot);
@@ -160,7 +253,13 @@ void pt_ecache_free(pt_ecache *c)
     }
     free(c->layers);
     free(c->path);
-    pt_free_aligned(c->spare);
+    for (int i = 0; i < c->n_free; i++)
+        if (!in_arena(c, c->free_mem[i]))
+            pt_free_aligned(c->free_mem[i]);
+    free(c->free_mem);
+    free(c->free_size);
+    if (c->arena)
+        munmap(c->arena, c->arena_bytes);
     free(c);
 }
 
@@ -204,16 +303,14 @@ static void evict(layer_cache *L, int si)
 }
 
 // Gives up slot si of layer L entirely, keeping the slot array dense. Its
-// memory becomes the spare that the next new slot of the same size takes
-// over: freeing and allocating 3-20 MB buffers over and over would cost a
-// page fault and a page clear per 4 KiB each time (a third of the CPU time
-// when layers trade slots all the time).
+// memory goes to the free list, for the next new slot of the same size:
+// freeing and allocating 3-20 MB buffers over and over would cost a page
+// fault and a page clear per 4 KiB each time (a third of the CPU time when
+// layers trade slots all the time).
 static void drop_slot(pt_ecache *c, layer_cache *L, int si)
 {
     evict(L, si);
-    pt_free_aligned(c->spare);
-    c->spare = L->slots[si].mem;
-    c->spare_bytes = L->slot_bytes;
+    slot_mem_put(c, L->slots[si].mem, L->slot_bytes);
     c->lru_bytes -= L->slot_bytes;
     L->n_lru--;
     int last = --L->n_slots;
@@ -229,14 +326,7 @@ static int new_slot(pt_ecache *c, layer_cache *L, bool hot)
 {
     slot *s = &L->slots[L->n_slots];
     memset(s, 0, sizeof *s);
-    if (c->spare && c->spare_bytes == L->slot_bytes) {
-        s->mem = c->spare;
-        c->spare = NULL;
-    } else {
-        pt_free_aligned(c->spare); // (a different size: give it back)
-        c->spare = NULL;
-        s->mem = pt_alloc_aligned_lazy(L->slot_bytes); // (the read faults it in)
-    }
+    s->mem = slot_mem_get(c, L->slot_bytes);
     if (!s->mem)
         return -1;
     s->expert = -1;

@@ -5,8 +5,8 @@
 // hot-store, prefetched, or LRU); an absent one gets a slot and its read is
 // started through the reader (io/reader.h); pt_ecache_wait returns experts
 // as their reads finish. Slots:
-//   - budget mode: slots are allocated lazily while the byte budget has
-//     room; once it is full, a layer at or above its fair share (budget /
+//   - budget mode: slots are created while the byte budget has room; once
+//     it is full, a layer at or above its fair share (budget /
 //     MoE layers) evicts one of its own experts, a layer below it takes one
 //     of the layer furthest above its share. So the split follows use
 //     rather than being fixed.
@@ -26,7 +26,10 @@
 //
 // Each slot holds the expert's gate/up/down slices, each read through its
 // enclosing 4 KiB-aligned range (pt_io_span), so O_DIRECT works for slices
-// at any offset. Single-threaded.
+// at any offset. The memory of every slot the cache may hold (the budget or
+// the fixed slots, plus the hot-store) is mapped and faulted in by all
+// threads when the cache is created, so reads never page-fault; slots that
+// layers give up are reused. Single-threaded.
 #ifndef PETREL_CACHE_ECACHE_H
 #define PETREL_CACHE_ECACHE_H
 
