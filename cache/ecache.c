@@ -225,6 +225,7 @@ pt_ecache *pt_ecache_new(const pt_ecache_cfg *cfg, pt_err *err)
         c->arena = p;
         c->arena_bytes = arena;
         prefault(c->arena, arena);
+        pt_reader_register(c->rd, c->arena, arena); // (reads work the same when it fails)
     }
     return c;
 oom:
@@ -258,8 +259,11 @@ void pt_ecache_free(pt_ecache *c)
             pt_free_aligned(c->free_mem[i]);
     free(c->free_mem);
     free(c->free_size);
-    if (c->arena)
+    if (c->arena) {
+        if (pt_reader_registered(c->rd))
+            pt_reader_register(c->rd, NULL, 0);
         munmap(c->arena, c->arena_bytes);
+    }
     free(c);
 }
 

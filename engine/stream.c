@@ -237,10 +237,11 @@ int pt_stream_init(petrel_context *c, pt_err *err)
     if (P->verbose)
         fprintf(stderr,
                 "petrel: RAM budget %.2f GiB: %.2f GiB resident (trunk %.2f, KV %.2f), experts %.2f GiB LRU "
-                "+ %.2f GiB hot-store (%d pinned), I/O %s%s, prefetch %s\n",
+                "+ %.2f GiB hot-store (%d pinned), I/O %s%s%s, prefetch %s\n",
                 (double)st->budget / GiB, (double)rss / GiB, (double)m->trunk_bytes / GiB,
                 (double)c->st.kv_bytes / GiB, (double)st->expert_budget / GiB, (double)hot_bytes / GiB, n_hot,
                 pt_io_mode_name(pt_reader_mode(st->reader)), pt_reader_direct(st->reader) ? " O_DIRECT" : "",
+                pt_reader_registered(st->reader) ? " (registered buffers)" : "",
                 st->prefetch ? "on" : "off");
     return 0;
 }

@@ -179,6 +179,17 @@ void pt_reader_set_fault(pt_reader *r, const pt_io_fault *f)
     r->n_completions = 0;
 }
 void pt_reader_get_stats(const pt_reader *r, pt_reader_stats *s) { *s = r->st; }
+int pt_reader_register(pt_reader *r, void *base, uint64_t len)
+{
+    if (!r->be || !r->be->reg)
+        return -1;
+    int rc = r->be->reg(r, base, len);
+    r->registered = rc == 0 && len > 0;
+    return rc;
+}
+
+bool pt_reader_registered(const pt_reader *r) { return r->registered; }
+
 void pt_reader_pump(pt_reader *r)
 {
     if (r->be)

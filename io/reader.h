@@ -100,6 +100,14 @@ int pt_reader_inflight(const pt_reader *r); // reads submitted and not yet retur
 
 void pt_reader_set_fault(pt_reader *r, const pt_io_fault *f);
 void pt_reader_get_stats(const pt_reader *r, pt_reader_stats *s);
+// io_uring only: registers [base, base + len) (4 KiB-aligned, e.g. the
+// expert cache's memory) so that reads into it use fixed buffers, whose
+// pages the kernel pinned once, instead of pinning them at every read.
+// 0 when registered; -1 when not (other backend, memlock limit): reads work
+// the same either way. len 0 unregisters; call it before freeing the memory
+// (no reads into it may be in flight).
+int pt_reader_register(pt_reader *r, void *base, uint64_t len);
+bool pt_reader_registered(const pt_reader *r);
 // Hands queued requests to the device if it has room (cheap; for callers
 // that compute between waits so that the queue does not drain meanwhile).
 void pt_reader_pump(pt_reader *r);

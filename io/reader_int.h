@@ -53,6 +53,9 @@ typedef struct rd_backend {
     // (only when !block or nothing is in flight).
     int (*wait)(pt_reader *r, bool block, int *id, int64_t *res);
     void (*close)(pt_reader *r);
+    // Optional: registers [base, base + len) for fixed-buffer reads (0), or
+    // -1; len 0 unregisters.
+    int (*reg)(pt_reader *r, void *base, uint64_t len);
 } rd_backend;
 
 struct pt_reader {
@@ -76,6 +79,7 @@ struct pt_reader {
     int dev_inflight;       // chunks handed to the backend
     uint64_t n_completions; // device completions so far (fault injection)
     double t_mark;          // when dev_inflight last changed (pt_now)
+    bool registered;        // a fixed-buffer region is registered
     pt_io_fault fault;
     pt_reader_stats st;
 };

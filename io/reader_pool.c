@@ -113,7 +113,7 @@ static void pool_close(pt_reader *r)
     r->be_state = NULL;
 }
 
-static const rd_backend pool_backend = {pool_submit, NULL, pool_wait, pool_close};
+static const rd_backend pool_backend = {pool_submit, NULL, pool_wait, pool_close, NULL};
 
 int rd_pool_start(pt_reader *r, int n_threads, pt_err *err)
 {
