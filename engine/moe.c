@@ -23,8 +23,7 @@ static void ffn_with(const pt_mat *gate, const pt_mat *up, const pt_mat *down, c
                      float *fa, float *fb)
 {
     const int64_t nff = gate->rows;
-    pt_gemm(gate, X, B, fa);
-    pt_gemm(up, X, B, fb);
+    pt_gemm_pair(gate, up, X, B, fa, fb);
     pt_swiglu(fa, fa, fb, nff * B);
     pt_gemm(down, fa, B, Y);
 }

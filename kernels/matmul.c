@@ -210,6 +210,66 @@ static void gemm_rows(const pt_mat *W, size_t rb, int64_t r0, int64_t r1, const 
     }
 }
 
+// Two products of the same input in one parallel region (see matmul.h):
+// the activations are quantised once and the tiles of both matrices are
+// handed out together. Every output element is still computed by one
+// kernel call on the same inputs as pt_gemm would use, so the bits match.
+void pt_gemm_pair(const pt_mat *A, const pt_mat *B, const float *X, int64_t batch, float *YA, float *YB)
+{
+    assert(A && B && X && YA && YB && batch >= 0);
+    if (A->type != B->type || A->cols != B->cols || batch == 0 || A->rows == 0 || B->rows == 0) {
+        pt_gemm(A, X, batch, YA);
+        pt_gemm(B, X, batch, YB);
+        return;
+    }
+    const int64_t cols = A->cols;
+    const size_t rb = pt_row_bytes(A->type, (uint64_t)cols);
+    const pt_kern *k = pt_kern_current();
+    const bool quant = pt_dtype_is_block(A->type);
+    pt_q8act act = {0};
+    if (quant) {
+        const int64_t nb = cols / QK;
+        const bool paired = A->type == PT_Q4_0 && k->q4_paired;
+        size_t qbytes = (size_t)(batch * nb * QK + 63) & ~(size_t)63;
+        size_t dbytes = (size_t)(batch * nb) * sizeof(float);
+        char *s = scratch(qbytes + 2 * dbytes + 64);
+        int8_t *qs = (int8_t *)s;
+        float *d = (float *)(s + qbytes);
+        int32_t *s8 = (int32_t *)(s + qbytes + dbytes);
+#pragma omp parallel for schedule(static) if (batch > 1 && batch * cols >= SERIAL_WORK)
+        for (int64_t v = 0; v < batch; v++)
+            k->quant_act(X + v * cols, nb, paired, qs + v * nb * QK, d + v * nb, s8 + v * nb);
+        act = (pt_q8act){.qs = qs, .d = d, .s8 = s8, .nb = nb};
+    }
+    const int64_t nrows = A->rows + B->rows;
+    const bool serial = (double)nrows * (double)cols * (double)batch < SERIAL_WORK;
+    const int nth = serial ? 1 : omp_get_max_threads();
+    int64_t rt, vt;
+    if (batch == 1) {
+        rt = (nrows + 8 * nth - 1) / (8 * nth);
+        rt = rt < 16 ? 16 : (rt + 3) & ~(int64_t)3;
+        vt = 1;
+    } else {
+        rt = 16;
+        vt = batch < 32 ? batch : 32;
+    }
+    const int64_t nta = (A->rows + rt - 1) / rt, ntb = (B->rows + rt - 1) / rt, nvt = (batch + vt - 1) / vt;
+#pragma omp parallel for schedule(PT_SCHED) num_threads(nth) if (nth > 1)
+    for (int64_t i = 0; i < (nta + ntb) * nvt; i++) {
+        const int64_t t = i / nvt, v = (i % nvt) * vt;
+        const pt_mat *W = t < nta ? A : B;
+        float *Y = t < nta ? YA : YB;
+        const int64_t r = (t < nta ? t : t - nta) * rt, ldy = W->rows;
+        const int64_t nr = W->rows - r < rt ? W->rows - r : rt;
+        const int64_t nv = batch - v < vt ? batch - v : vt;
+        const uint8_t *w = (const uint8_t *)W->data + (size_t)r * rb;
+        if (quant)
+            k->qtile(W->type, w, rb, nr, &act, v, nv, Y + v * ldy + r, ldy);
+        else
+            k->ftile(W->type, w, rb, nr, cols, X + v * cols, cols, nv, Y + v * ldy + r, ldy);
+    }
+}
+
 void pt_gemm_rows(const pt_mat *W, int64_t r0, int64_t r1, const float *X, int64_t batch,
                   float *Y, int64_t ldy)
 {

@@ -34,6 +34,10 @@ void pt_gemv(const pt_mat *W, const float *x, float *y);
 // Y (batch, rows) = X (batch, cols) · W^T. Same per-row result as pt_gemv.
 void pt_gemm(const pt_mat *W, const float *X, int64_t batch, float *Y);
 
+// YA = X · A^T and YB = X · B^T (as two pt_gemm calls, bit for bit) in one
+// parallel region, quantising X once: for gate/up pairs of SwiGLU FFNs.
+void pt_gemm_pair(const pt_mat *A, const pt_mat *B, const float *X, int64_t batch, float *YA, float *YB);
+
 // Same as pt_gemm but computes only output rows [r0, r1); used for
 // per-head slices of a larger matrix. Y has row stride ldy and Y points at
 // row r0's output: Y[b * ldy + (r - r0)] = W[r] · X[b] (pass Y + r0 to

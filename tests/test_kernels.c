@@ -269,6 +269,51 @@ Test(matmul, gemm_equals_gemv)
     }
 }
 
+// pt_gemm_pair == two pt_gemm calls, bit for bit (the gate/up products of
+// every FFN go through it), on every path, odd shapes, big enough to be
+// split over threads; and a pair of different types falls back correctly.
+Test(matmul, gemm_pair_equals_two_gemms)
+{
+    const int64_t batches[] = {1, 3, 40};
+    for (size_t ti = 0; ti < 5; ti++) {
+        pt_dtype t = all_types[ti];
+        int64_t cols = pt_dtype_is_block(t) ? 32 * 37 : 1203;
+        tmat A = make_mat(t, 301, cols), Bm = make_mat(t, 133, cols);
+        tmat C = make_mat(t == PT_F32 ? PT_F16 : PT_F32, 133, cols); // another type: fallback
+        for (size_t p = 0; p < NPATHS; p++) {
+            if (!path_ok(all_paths[p]))
+                continue;
+            pt_kernel_set_path(all_paths[p]);
+            for (size_t bi = 0; bi < 3; bi++) {
+                int64_t B = batches[bi];
+                float *X = rand_vec(B * cols);
+                float *ya = malloc(sizeof(float) * (size_t)(B * 301)), *yb = malloc(sizeof(float) * (size_t)(B * 133));
+                float *za = malloc(sizeof(float) * (size_t)(B * 301)), *zb = malloc(sizeof(float) * (size_t)(B * 133));
+                for (int k = 0; k < 2; k++) {
+                    const tmat *second = k == 0 ? &Bm : &C;
+                    pt_gemm(&A.m, X, B, ya);
+                    pt_gemm(&second->m, X, B, yb);
+                    pt_gemm_pair(&A.m, &second->m, X, B, za, zb);
+                    for (int64_t i = 0; i < B * 301; i++)
+                        cr_assert_eq(fbits(za[i]), fbits(ya[i]), "%s batch %ld A %ld", pt_dtype_name(t), (long)B, (long)i);
+                    for (int64_t i = 0; i < B * 133; i++)
+                        cr_assert_eq(fbits(zb[i]), fbits(yb[i]), "%s batch %ld B %ld (%d)", pt_dtype_name(t), (long)B,
+                                     (long)i, k);
+                }
+                free(X);
+                free(ya);
+                free(yb);
+                free(za);
+                free(zb);
+            }
+        }
+        pt_kernel_set_path(PT_PATH_AUTO);
+        free_mat(&A);
+        free_mat(&Bm);
+        free_mat(&C);
+    }
+}
+
 // 1 vs 2 threads on matrices big enough to be split
 Test(matmul, thread_count_independent)
 {
