@@ -12,7 +12,8 @@
 #     belady_ratio=… gb_per_token=… read_gbs=… fio_gbs=… read_ratio=…
 #     resident_tok_s=… limit_tok_s=… limit_ratio=… peak_rss_gib=…
 #     budget_ok=… stall_s=… compute_s=… prefetch_hit=… recall=… qd=…
-#     fio_before=… fio_after=… static_oracle_hit_rate=… oom_kills=…
+#     fio_before=… fio_after=… fio_best=… strict_limit_ratio=…
+#     static_oracle_hit_rate=… oom_kills=…
 #
 # hit_rate counts the LRU + hot-store tiers (prefetched experts were read);
 # belady_hit_rate replays the same run's routing trace under Belady's
@@ -21,7 +22,9 @@
 # slice) and queue depth on the same file, measured for FIO_S seconds right
 # before and right after each engine run (the higher of the two, so that the
 # limit is never understated; both are printed as fio_before / fio_after:
-# this disk's speed drifts by 2-5x within minutes); static_oracle_hit_rate is
+# this disk's speed drifts by 2-5x within minutes); strict_limit_ratio uses
+# instead the highest fio figure seen so far in the run (first measured on
+# the rested disk before anything else); static_oracle_hit_rate is
 # the ceiling of any frequency-based policy on the same trace (the most used
 # experts of each layer in hindsight, fixed: bench/bench_trace.c);
 # resident_tok_s is the speed with every expert in RAM (no cap); and
@@ -130,6 +133,11 @@ run_fio() {
 }
 command -v fio >/dev/null || echo "stream.sh: fio not installed: fio_gbs=0" >&2
 
+# fio on the rested disk, before anything else reads: the strictest reference
+# (strict_limit_ratio below uses the highest fio figure seen up to each run).
+fio_best=$(run_fio)
+echo "fio: O_DIRECT random read, bs=$slice, iodepth=$QD, rested disk: $fio_best GB/s" >&2
+
 # ---- everything resident (no cap) ------------------------------------------------
 resident=0
 if [ "${SKIP_RESIDENT:-0}" != 1 ]; then
@@ -154,6 +162,7 @@ for b in $BUDGETS; do
             --usage "$usage" --trace "$log.trace")
         fio_after=$(run_fio)
         fio_gbs=$(python3 -c 'import sys; print("%.4f" % max(float(sys.argv[1]), float(sys.argv[2])))' "$fio_before" "$fio_after")
+        fio_best=$(python3 -c 'import sys; print("%.4f" % max(map(float, sys.argv[1:])))' "$fio_best" "$fio_gbs")
         echo "fio: O_DIRECT random read, bs=$slice, iodepth=$QD: $fio_before GB/s before, $fio_after GB/s after" >&2
         line=$(grep '^STREAM' "$log.out" || true)
         if [ -z "$line" ]; then
@@ -166,23 +175,26 @@ for b in $BUDGETS; do
         bel=$("$BUILD/bench_trace" "$log.trace" --bytes "$(field cache_bytes "$line")" --count-from 16 | grep '^RESULT' || true)
         belady=$(field belady "$bel")
         static_oracle=$(field static_oracle "$bel")
-        python3 - "$line" "${belady:-0}" "$fio_gbs" "$resident" "$b" "$cache" "$oom" "$fio_before" "$fio_after" "${static_oracle:-0}" <<'EOF'
+        python3 - "$line" "${belady:-0}" "$fio_gbs" "$resident" "$b" "$cache" "$oom" "$fio_before" "$fio_after" "${static_oracle:-0}" "$fio_best" <<'EOF'
 import sys
-line, belady, fio, resident, b, cache, oom, fb, fa, so = sys.argv[1:]
+line, belady, fio, resident, b, cache, oom, fb, fa, so, best = sys.argv[1:]
 f = dict(kv.split("=", 1) for kv in line.split()[1:])
 g = lambda k: float(f[k])
 belady, fio, resident = float(belady), float(fio), float(resident)
 tok, gbt, rd = g("tok_s"), g("gb_per_token"), g("read_gbs")
 limit = min(fio / gbt if gbt > 0 else float("inf"), resident if resident > 0 else float("inf"))
 limit = 0.0 if limit == float("inf") else limit
+best = float(best)
+strict = min(best / gbt if gbt > 0 else float("inf"), resident if resident > 0 else float("inf"))
+strict = 0.0 if strict == float("inf") else strict
 print("RESULT budget_gib=%s cache=%s tok_s=%.3f hit_rate=%.4f belady_hit_rate=%.4f belady_ratio=%.3f "
       "gb_per_token=%.4f read_gbs=%.3f fio_gbs=%.3f read_ratio=%.3f resident_tok_s=%.3f limit_tok_s=%.3f "
       "limit_ratio=%.3f peak_rss_gib=%.3f budget_ok=%d stall_s=%.2f compute_s=%.2f prefetch_hit=%.4f recall=%.4f "
-      "qd=%.1f fio_before=%s fio_after=%s static_oracle_hit_rate=%s oom_kills=%s"
+      "qd=%.1f fio_before=%s fio_after=%s fio_best=%.4f strict_limit_ratio=%.3f static_oracle_hit_rate=%s oom_kills=%s"
       % (b, cache, tok, g("hit_rate"), belady, g("hit_rate") / belady if belady > 0 else 0, gbt, rd, fio,
          rd / fio if fio > 0 else 0, resident, limit, tok / limit if limit > 0 else 0, g("peak_rss_gib"),
          g("peak_rss_gib") <= float(b), g("stall_s"), g("compute_s"), g("hit_prefetch"), g("recall"), g("qd"),
-         fb, fa, so, oom))
+         fb, fa, best, tok / strict if strict > 0 else 0, so, oom))
 EOF
     done
 done
