@@ -148,26 +148,42 @@ enum { SERIAL_WORK = 1 << 16 }; // below this many weights x vectors: one thread
 #define PT_SCHED dynamic, 1 // tiles handed out on demand (results do not depend on it)
 #endif
 
-// The one implementation behind pt_gemm_rows / pt_gemm_strided: row r of W
-// starts at W->data + r * rb.
-static void gemm_rows(const pt_mat *W, size_t rb, int64_t r0, int64_t r1, const float *X, int64_t batch,
-                      float *Y, int64_t ldy)
+// Rows [r0, r1) of one matrix (row r at W->data + r * rb) and where their
+// outputs go: Y[b * ldy + (r - r0)].
+typedef struct gemm_part {
+    const pt_mat *W;
+    size_t rb;
+    int64_t r0, r1;
+    float *Y;
+    int64_t ldy;
+} gemm_part;
+
+// The one implementation behind every product: the parts share the input X
+// (batch, cols) and the weight type, so the input is quantised once (Q8_0
+// activations for block types) and the tiles of all parts are handed out
+// in one parallel region.
+static void gemm_parts(const gemm_part *p, int np, const float *X, int64_t batch)
 {
-    assert(W && X && Y);
-    assert(0 <= r0 && r0 <= r1 && r1 <= W->rows && batch >= 0);
-    assert(ldy >= r1 - r0 || batch <= 1);
-    const int64_t nrows = r1 - r0, cols = W->cols;
+    assert(np >= 1 && X && batch >= 0);
+    const pt_dtype type = p[0].W->type;
+    const int64_t cols = p[0].W->cols;
+    int64_t nrows = 0;
+    for (int j = 0; j < np; j++) {
+        assert(p[j].W->type == type && p[j].W->cols == cols && p[j].Y);
+        assert(0 <= p[j].r0 && p[j].r0 <= p[j].r1 && p[j].r1 <= p[j].W->rows);
+        assert(p[j].ldy >= p[j].r1 - p[j].r0 || batch <= 1);
+        assert(p[j].rb >= pt_row_bytes(type, (uint64_t)cols) && (p[j].rb > 0 || cols == 0));
+        nrows += p[j].r1 - p[j].r0;
+    }
     if (nrows == 0 || batch == 0)
         return;
-    assert(rb >= pt_row_bytes(W->type, (uint64_t)cols) && (rb > 0 || cols == 0));
-    const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r0 * rb;
     const pt_kern *k = pt_kern_current();
-    const bool quant = pt_dtype_is_block(W->type);
+    const bool quant = pt_dtype_is_block(type);
 
     pt_q8act act = {0};
     if (quant) {
         const int64_t nb = cols / QK;
-        const bool paired = W->type == PT_Q4_0 && k->q4_paired;
+        const bool paired = type == PT_Q4_0 && k->q4_paired;
         size_t qbytes = (size_t)(batch * nb * QK + 63) & ~(size_t)63;
         size_t dbytes = (size_t)(batch * nb) * sizeof(float);
         char *s = scratch(qbytes + 2 * dbytes + 64);
@@ -196,78 +212,49 @@ static void gemm_rows(const pt_mat *W, size_t rb, int64_t r0, int64_t r1, const 
         rt = 16;
         vt = batch < 32 ? batch : 32;
     }
-    const int64_t nrt = (nrows + rt - 1) / rt, nvt = (batch + vt - 1) / vt;
+    int64_t nrt[2] = {0, 0}; // row tiles of each part (at most two parts)
+    assert(np <= 2);
+    for (int j = 0; j < np; j++)
+        nrt[j] = (p[j].r1 - p[j].r0 + rt - 1) / rt;
+    const int64_t nvt = (batch + vt - 1) / vt;
 #pragma omp parallel for schedule(PT_SCHED) num_threads(nth) if (nth > 1)
-    for (int64_t i = 0; i < nrt * nvt; i++) {
-        const int64_t r = (i / nvt) * rt, v = (i % nvt) * vt;
-        const int64_t nr = nrows - r < rt ? nrows - r : rt;
+    for (int64_t i = 0; i < (nrt[0] + nrt[1]) * nvt; i++) {
+        const int64_t t = i / nvt, v = (i % nvt) * vt;
+        const gemm_part *q = &p[t < nrt[0] ? 0 : 1];
+        const int64_t r = (t < nrt[0] ? t : t - nrt[0]) * rt, n = q->r1 - q->r0;
+        const int64_t nr = n - r < rt ? n - r : rt;
         const int64_t nv = batch - v < vt ? batch - v : vt;
+        const uint8_t *w = (const uint8_t *)q->W->data + (size_t)(q->r0 + r) * q->rb;
+        float *y = q->Y + v * q->ldy + r;
         if (quant)
-            k->qtile(W->type, w0 + (size_t)r * rb, rb, nr, &act, v, nv, Y + v * ldy + r, ldy);
+            k->qtile(type, w, q->rb, nr, &act, v, nv, y, q->ldy);
         else
-            k->ftile(W->type, w0 + (size_t)r * rb, rb, nr, cols, X + v * cols, cols, nv,
-                     Y + v * ldy + r, ldy);
+            k->ftile(type, w, q->rb, nr, cols, X + v * cols, cols, nv, y, q->ldy);
     }
 }
 
-// Two products of the same input in one parallel region (see matmul.h):
-// the activations are quantised once and the tiles of both matrices are
-// handed out together. Every output element is still computed by one
-// kernel call on the same inputs as pt_gemm would use, so the bits match.
+static void gemm_rows(const pt_mat *W, size_t rb, int64_t r0, int64_t r1, const float *X, int64_t batch,
+                      float *Y, int64_t ldy)
+{
+    assert(W);
+    const gemm_part p = {W, rb, r0, r1, Y, ldy};
+    gemm_parts(&p, 1, X, batch);
+}
+
+// Two products of the same input in one parallel region (see matmul.h).
+// Every output element is still computed by one kernel call on the same
+// inputs as pt_gemm would use, so the bits match.
 void pt_gemm_pair(const pt_mat *A, const pt_mat *B, const float *X, int64_t batch, float *YA, float *YB)
 {
-    assert(A && B && X && YA && YB && batch >= 0);
-    if (A->type != B->type || A->cols != B->cols || batch == 0 || A->rows == 0 || B->rows == 0) {
+    assert(A && B);
+    if (A->type != B->type || A->cols != B->cols) {
         pt_gemm(A, X, batch, YA);
         pt_gemm(B, X, batch, YB);
         return;
     }
-    const int64_t cols = A->cols;
-    const size_t rb = pt_row_bytes(A->type, (uint64_t)cols);
-    const pt_kern *k = pt_kern_current();
-    const bool quant = pt_dtype_is_block(A->type);
-    pt_q8act act = {0};
-    if (quant) {
-        const int64_t nb = cols / QK;
-        const bool paired = A->type == PT_Q4_0 && k->q4_paired;
-        size_t qbytes = (size_t)(batch * nb * QK + 63) & ~(size_t)63;
-        size_t dbytes = (size_t)(batch * nb) * sizeof(float);
-        char *s = scratch(qbytes + 2 * dbytes + 64);
-        int8_t *qs = (int8_t *)s;
-        float *d = (float *)(s + qbytes);
-        int32_t *s8 = (int32_t *)(s + qbytes + dbytes);
-#pragma omp parallel for schedule(static) if (batch > 1 && batch * cols >= SERIAL_WORK)
-        for (int64_t v = 0; v < batch; v++)
-            k->quant_act(X + v * cols, nb, paired, qs + v * nb * QK, d + v * nb, s8 + v * nb);
-        act = (pt_q8act){.qs = qs, .d = d, .s8 = s8, .nb = nb};
-    }
-    const int64_t nrows = A->rows + B->rows;
-    const bool serial = (double)nrows * (double)cols * (double)batch < SERIAL_WORK;
-    const int nth = serial ? 1 : omp_get_max_threads();
-    int64_t rt, vt;
-    if (batch == 1) {
-        rt = (nrows + 8 * nth - 1) / (8 * nth);
-        rt = rt < 16 ? 16 : (rt + 3) & ~(int64_t)3;
-        vt = 1;
-    } else {
-        rt = 16;
-        vt = batch < 32 ? batch : 32;
-    }
-    const int64_t nta = (A->rows + rt - 1) / rt, ntb = (B->rows + rt - 1) / rt, nvt = (batch + vt - 1) / vt;
-#pragma omp parallel for schedule(PT_SCHED) num_threads(nth) if (nth > 1)
-    for (int64_t i = 0; i < (nta + ntb) * nvt; i++) {
-        const int64_t t = i / nvt, v = (i % nvt) * vt;
-        const pt_mat *W = t < nta ? A : B;
-        float *Y = t < nta ? YA : YB;
-        const int64_t r = (t < nta ? t : t - nta) * rt, ldy = W->rows;
-        const int64_t nr = W->rows - r < rt ? W->rows - r : rt;
-        const int64_t nv = batch - v < vt ? batch - v : vt;
-        const uint8_t *w = (const uint8_t *)W->data + (size_t)r * rb;
-        if (quant)
-            k->qtile(W->type, w, rb, nr, &act, v, nv, Y + v * ldy + r, ldy);
-        else
-            k->ftile(W->type, w, rb, nr, cols, X + v * cols, cols, nv, Y + v * ldy + r, ldy);
-    }
+    const size_t rb = pt_row_bytes(A->type, (uint64_t)A->cols);
+    const gemm_part p[2] = {{A, rb, 0, A->rows, YA, A->rows}, {B, rb, 0, B->rows, YB, B->rows}};
+    gemm_parts(p, 2, X, batch);
 }
 
 void pt_gemm_rows(const pt_mat *W, int64_t r0, int64_t r1, const float *X, int64_t batch,
