@@ -132,27 +132,15 @@ int cli_model_opt(cli_model_opts *o, int argc, char **argv, int *i)
     } else if (!strcmp(a, "--no-hot-store")) {
         o->mp.no_hot_store = true;
     } else if (!strcmp(a, "--prefetch-depth")) {
-        if (need(argc, argv, i) < 0)
+        if (need(argc, argv, i) < 0 || parse_int(a, argv[*i + 1], 1, 8, &v) < 0)
             return -1;
-        const char *v = argv[++*i];
-        char *end;
-        long d = strtol(v, &end, 10);
-        if (*end || d < 1 || d > 8) {
-            fprintf(stderr, "petrel: bad value '%s' for --prefetch-depth (1..8)\n", v);
-            return -1;
-        }
-        o->mp.prefetch_depth = (int)d;
+        o->mp.prefetch_depth = (int)v;
+        ++*i;
     } else if (!strcmp(a, "--prefetch-top")) {
-        if (need(argc, argv, i) < 0)
+        if (need(argc, argv, i) < 0 || parse_int(a, argv[*i + 1], 1, 64, &v) < 0)
             return -1;
-        const char *v = argv[++*i];
-        char *end;
-        long n = strtol(v, &end, 10);
-        if (*end || n < 1 || n > 64) {
-            fprintf(stderr, "petrel: bad value '%s' for --prefetch-top (1..64)\n", v);
-            return -1;
-        }
-        o->mp.prefetch_top = (int)n;
+        o->mp.prefetch_top = (int)v;
+        ++*i;
     } else if (!strcmp(a, "--no-prefetch")) {
         o->mp.no_prefetch = true;
     } else if (!strcmp(a, "--usage")) {
