@@ -198,22 +198,33 @@ void pt_reader_pump(pt_reader *r)
 
 // ---- submission -----------------------------------------------------------------
 
-static int alloc_read(pt_reader *r)
+// Takes a free index of a grow-only table of records of `size` bytes
+// (*arr, *cap entries, free indices in *free), doubling it (from `first`
+// entries) when none is free. -1 when out of memory.
+static int table_alloc(void **arr, size_t size, int *cap, rd_fifo *free_ids, int first)
 {
-    int id = rd_fifo_pop(&r->free_reads);
+    int id = rd_fifo_pop(free_ids);
     if (id >= 0)
         return id;
-    int cap = r->n_reads_cap ? 2 * r->n_reads_cap : 64;
-    rd_read *v = realloc(r->reads, sizeof *v * (size_t)cap);
+    int ncap = *cap ? 2 * *cap : first;
+    unsigned char *v = realloc(*arr, size * (size_t)ncap);
     if (!v)
         return -1;
-    memset(v + r->n_reads_cap, 0, sizeof *v * (size_t)(cap - r->n_reads_cap));
-    r->reads = v;
-    for (int i = cap - 1; i > r->n_reads_cap; i--)
-        if (rd_fifo_push(&r->free_reads, i) < 0)
+    memset(v + size * (size_t)*cap, 0, size * (size_t)(ncap - *cap));
+    *arr = v;
+    for (int i = ncap - 1; i > *cap; i--)
+        if (rd_fifo_push(free_ids, i) < 0)
             return -1;
-    id = r->n_reads_cap;
-    r->n_reads_cap = cap;
+    id = *cap;
+    *cap = ncap;
+    return id;
+}
+
+static int alloc_read(pt_reader *r)
+{
+    void *t = r->reads;
+    const int id = table_alloc(&t, sizeof *r->reads, &r->n_reads_cap, &r->free_reads, 64);
+    r->reads = t;
     return id;
 }
 
@@ -221,20 +232,9 @@ static int alloc_read(pt_reader *r)
 // across the lock (they copy what they need under it).
 static int alloc_chunk(pt_reader *r)
 {
-    int id = rd_fifo_pop(&r->free_chunks);
-    if (id >= 0)
-        return id;
-    int cap = r->n_chunks_cap ? 2 * r->n_chunks_cap : 128;
-    rd_chunk *v = realloc(r->chunks, sizeof *v * (size_t)cap);
-    if (!v)
-        return -1;
-    memset(v + r->n_chunks_cap, 0, sizeof *v * (size_t)(cap - r->n_chunks_cap));
-    r->chunks = v;
-    for (int i = cap - 1; i > r->n_chunks_cap; i--)
-        if (rd_fifo_push(&r->free_chunks, i) < 0)
-            return -1;
-    id = r->n_chunks_cap;
-    r->n_chunks_cap = cap;
+    void *t = r->chunks;
+    const int id = table_alloc(&t, sizeof *r->chunks, &r->n_chunks_cap, &r->free_chunks, 128);
+    r->chunks = t;
     return id;
 }
 
