@@ -194,8 +194,8 @@ static void compute_ready(petrel_context *c, int il, int B, const int *list, int
 }
 
 // Computes every distinct expert of the batch as it becomes ready. Between
-// computations, finished reads are reaped and queued requests handed to the
-// device, so the disk stays busy while the CPU works.
+// computations, finished reads are reaped (which also hands queued requests
+// to the device), so the disk stays busy while the CPU works.
 static int stream_experts(petrel_context *c, int il, int B, int nu)
 {
     pt_stream *st = c->stream;
@@ -220,7 +220,6 @@ static int stream_experts(petrel_context *c, int il, int B, int nu)
                 take = pending == 0 ? n : n - n % nt;
             compute_ready(c, il, B, list, take);
             left -= take;
-            pt_reader_pump(c->stream->reader);
             if (retry_deferred(c, il, nu) < 0)
                 return -1;
             continue;

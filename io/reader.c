@@ -16,8 +16,6 @@
 
 enum { MAX_ATTEMPTS = 4, MAX_AGAIN = 100000 };
 
-static void pump(pt_reader *r);
-
 // ---- FIFO -------------------------------------------------------------------
 
 static int fifo_grow(rd_fifo *q)
@@ -190,11 +188,6 @@ int pt_reader_register(pt_reader *r, void *base, uint64_t len)
 
 bool pt_reader_registered(const pt_reader *r) { return r->registered; }
 
-void pt_reader_pump(pt_reader *r)
-{
-    if (r->be)
-        pump(r);
-}
 
 // ---- submission -----------------------------------------------------------------
 

@@ -108,8 +108,5 @@ void pt_reader_get_stats(const pt_reader *r, pt_reader_stats *s);
 // (no reads into it may be in flight).
 int pt_reader_register(pt_reader *r, void *base, uint64_t len);
 bool pt_reader_registered(const pt_reader *r);
-// Hands queued requests to the device if it has room (cheap; for callers
-// that compute between waits so that the queue does not drain meanwhile).
-void pt_reader_pump(pt_reader *r);
 
 #endif
