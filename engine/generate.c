@@ -121,6 +121,16 @@ int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt,
     res->n_prompt = n_prompt;
 
     int rc = -1;
+    int *rows = NULL; // (n_batch) 0, 1, 2, ...: the batch rows the MTP prefill reads
+    if (use_mtp) {
+        rows = malloc(sizeof(int) * c->n_batch);
+        if (!rows) {
+            free(g.hist);
+            return pt_errf(&c->err, "out of memory");
+        }
+        for (int i = 0; i < (int)c->n_batch; i++)
+            rows[i] = i;
+    }
     int start = gp->reuse_prefix ? reusable_prefix(c, prompt, n_prompt, use_mtp) : 0;
     petrel_kv_truncate(c, start);
     res->n_prefilled = n_prompt - start;
@@ -133,15 +143,8 @@ int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt,
             goto out;
         if (use_mtp) {
             int m = done + k < n_prompt ? k : k - 1;
-            if (m > 0) {
-                int *bi = malloc(sizeof(int) * (size_t)m);
-                for (int i = 0; i < m; i++)
-                    bi[i] = i;
-                int r = petrel_decode_mtp(c, bi, prompt + done + 1, m);
-                free(bi);
-                if (r < 0)
-                    goto out;
-            }
+            if (m > 0 && petrel_decode_mtp(c, rows, prompt + done + 1, m) < 0)
+                goto out;
         }
         done += k;
     }
@@ -200,6 +203,7 @@ int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt,
     rc = 0;
 out:
     res->t_total_s = pt_now() - g.t0;
+    free(rows);
     free(g.hist);
     return rc;
 }
