@@ -93,8 +93,25 @@ static uint32_t file_type(pt_dtype t)
     case PT_Q4_0: return 2;
     case PT_Q8_0: return 7;
     case PT_BF16: return 32;
+    case PT_Q4_1: return 3;
+    case PT_Q5_0: return 8;
+    case PT_Q5_1: return 9;
+    case PT_Q2_K: return 10;
+    case PT_Q3_K: return 12;  // Q3_K_M
+    case PT_Q4_K: return 15;  // Q4_K_M
+    case PT_Q5_K: return 17;  // Q5_K_M
+    case PT_Q6_K: return 18;
+    case PT_IQ2_XXS: return 19;
+    case PT_IQ2_XS: return 20;
+    case PT_IQ3_XXS: return 23;
+    case PT_IQ1_S: return 24;
+    case PT_IQ4_NL: return 25;
+    case PT_IQ3_S: return 26;
+    case PT_IQ2_S: return 28;
+    case PT_IQ4_XS: return 30;
+    case PT_IQ1_M: return 31;
+    default: return 0;
     }
-    return 0;
 }
 
 static bool in_index(pt_hf_index *ix, const char *name) { return ix && pt_hf_index_find(ix, name) >= 0; }

@@ -2,6 +2,7 @@
 // block quantisation (see kernels/quant.h for the layouts).
 #include "kernels/quant.h"
 #include "kernels/kern_internal.h"
+#include "kernels/qtypes.h"
 
 #include <assert.h>
 #include <math.h>
@@ -21,52 +22,67 @@ static float bits_f32(uint32_t u)
     return f;
 }
 
+bool pt_dtype_known(uint32_t t) { return pt_qtraits_of(t) != NULL; }
+
 bool pt_dtype_valid(uint32_t t)
 {
-    return t == PT_F32 || t == PT_F16 || t == PT_Q4_0 || t == PT_Q8_0 || t == PT_BF16;
+    const pt_qtraits *q = pt_qtraits_of(t);
+    if (!q)
+        return false;
+    if (q->blck == 1 || t == PT_Q4_0 || t == PT_Q8_0)
+        return true; // converted / multiplied by quant.c and the kern_* paths
+    return q->dequant && q->vdot[PT_QPATH_SCALAR] && pt_actq_of(q->act);
 }
 
 const char *pt_dtype_name(pt_dtype t)
 {
-    switch (t) {
-    case PT_F32: return "f32";
-    case PT_F16: return "f16";
-    case PT_Q4_0: return "q4_0";
-    case PT_Q8_0: return "q8_0";
-    case PT_BF16: return "bf16";
-    }
-    return "?";
+    const pt_qtraits *q = pt_qtraits_of(t);
+    return q ? q->name : "?";
 }
 
 int pt_dtype_from_name(const char *name)
 {
-    static const pt_dtype all[] = {PT_F32, PT_F16, PT_Q4_0, PT_Q8_0, PT_BF16};
     if (!name)
         return -1;
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-        const char *s = pt_dtype_name(all[i]);
+    for (uint32_t t = 0; t < 64; t++) {
+        const pt_qtraits *q = pt_qtraits_of(t);
+        if (!q || t == PT_Q8_1 || t == PT_Q8_K)
+            continue;
+        const char *s = q->name;
         size_t k = 0;
-        // case-insensitive compare ("Q4_0" is accepted as well as "q4_0")
+        // case-insensitive compare ("Q4_K" is accepted as well as "q4_k")
         while (s[k] && name[k] && (name[k] | 0x20) == (s[k] | 0x20))
             k++;
         if (!s[k] && !name[k])
-            return (int)all[i];
+            return (int)t;
     }
     return -1;
 }
 
-bool pt_dtype_is_block(pt_dtype t) { return t == PT_Q8_0 || t == PT_Q4_0; }
+bool pt_dtype_is_block(pt_dtype t)
+{
+    const pt_qtraits *q = pt_qtraits_of(t);
+    return q && q->blck > 1;
+}
+
+int64_t pt_dtype_block(pt_dtype t)
+{
+    const pt_qtraits *q = pt_qtraits_of(t);
+    return q ? q->blck : 0;
+}
+
+bool pt_dtype_can_quantize(pt_dtype t)
+{
+    const pt_qtraits *q = pt_qtraits_of(t);
+    return q && (q->blck == 1 || t == PT_Q4_0 || t == PT_Q8_0 || q->quant);
+}
 
 size_t pt_row_bytes(pt_dtype t, uint64_t n)
 {
-    switch (t) {
-    case PT_F32: return (size_t)n * 4;
-    case PT_F16:
-    case PT_BF16: return (size_t)n * 2;
-    case PT_Q8_0: return n % QK ? 0 : (size_t)(n / QK) * sizeof(block_q8_0);
-    case PT_Q4_0: return n % QK ? 0 : (size_t)(n / QK) * sizeof(block_q4_0);
-    }
-    return 0;
+    const pt_qtraits *q = pt_qtraits_of(t);
+    if (!q || t == PT_Q8_1 || t == PT_Q8_K || n % (uint64_t)q->blck)
+        return 0;
+    return (size_t)(n / (uint64_t)q->blck) * (size_t)q->bytes;
 }
 
 // ---- fp16 / bf16 -------------------------------------------------------
@@ -193,7 +209,12 @@ static void quantize_q4_0(const float *x, block_q4_0 *y, int64_t n)
 
 void pt_quantize_row(pt_dtype t, const float *x, void *dst, int64_t n)
 {
-    assert(n >= 0 && (!pt_dtype_is_block(t) || n % QK == 0));
+    assert(n >= 0 && n % pt_dtype_block(t) == 0 && pt_dtype_can_quantize(t));
+    const pt_qtraits *q = pt_qtraits_of(t);
+    if (q->quant && t != PT_Q4_0 && t != PT_Q8_0) {
+        q->quant(x, dst, n);
+        return;
+    }
 #if defined(__x86_64__)
     // every SIMD path has AVX2; the AVX2 code gives the same bytes
     if (pt_kern_current() != &pt_kern_scalar && pt_quantize_row_avx2(t, x, dst, n))
@@ -212,12 +233,18 @@ void pt_quantize_row(pt_dtype t, const float *x, void *dst, int64_t n)
         break;
     case PT_Q8_0: quantize_q8_0(x, dst, n); break;
     case PT_Q4_0: quantize_q4_0(x, dst, n); break;
+    default: assert(!"unreachable");
     }
 }
 
 void pt_dequantize_row(pt_dtype t, const void *src, float *y, int64_t n)
 {
-    assert(n >= 0 && (!pt_dtype_is_block(t) || n % QK == 0));
+    assert(n >= 0 && pt_dtype_block(t) > 0 && n % pt_dtype_block(t) == 0);
+    const pt_qtraits *q = pt_qtraits_of(t);
+    if (q->dequant) {
+        q->dequant(src, y, n);
+        return;
+    }
     const uint16_t *h = src;
     switch (t) {
     case PT_F32: memcpy(y, src, (size_t)n * 4); break;
@@ -249,5 +276,6 @@ void pt_dequantize_row(pt_dtype t, const void *src, float *y, int64_t n)
         }
         break;
     }
+    default: assert(!"type without a dequantiser");
     }
 }

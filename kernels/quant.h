@@ -16,7 +16,26 @@ typedef enum pt_dtype {
     PT_F32 = 0,
     PT_F16 = 1,
     PT_Q4_0 = 2,
+    PT_Q4_1 = 3,
+    PT_Q5_0 = 6,
+    PT_Q5_1 = 7,
     PT_Q8_0 = 8,
+    PT_Q8_1 = 9,    // activations only
+    PT_Q2_K = 10,
+    PT_Q3_K = 11,
+    PT_Q4_K = 12,
+    PT_Q5_K = 13,
+    PT_Q6_K = 14,
+    PT_Q8_K = 15,   // activations only
+    PT_IQ2_XXS = 16,
+    PT_IQ2_XS = 17,
+    PT_IQ3_XXS = 18,
+    PT_IQ1_S = 19,
+    PT_IQ4_NL = 20,
+    PT_IQ3_S = 21,
+    PT_IQ2_S = 22,
+    PT_IQ4_XS = 23,
+    PT_IQ1_M = 29,
     PT_BF16 = 30,
 } pt_dtype;
 
@@ -35,12 +54,19 @@ typedef struct {
 _Static_assert(sizeof(block_q8_0) == 34, "block_q8_0 layout");
 _Static_assert(sizeof(block_q4_0) == 18, "block_q4_0 layout");
 
-// Known type? Name ("f32", "q4_0", ...) <-> id.
+// Every weight type's block size, bytes and functions are one row of the
+// traits table in kernels/qtypes.h; these are the common questions to it.
+// Supported weight type (Petrel decodes and multiplies it)?
 bool pt_dtype_valid(uint32_t t);
-const char *pt_dtype_name(pt_dtype t);
-int pt_dtype_from_name(const char *name); // -1 if unknown
-bool pt_dtype_is_block(pt_dtype t);        // Q8_0 / Q4_0
-// Bytes for a row of n values (n % 32 == 0 for block types); 0 if invalid.
+// Known to ggml's table at all (for messages: "type q8_k is not a weight type")
+bool pt_dtype_known(uint32_t t);
+const char *pt_dtype_name(pt_dtype t);     // "q4_k"; "?" if unknown
+int pt_dtype_from_name(const char *name); // -1 if unknown (case-insensitive)
+bool pt_dtype_is_block(pt_dtype t);        // block-quantised (block size > 1)
+int64_t pt_dtype_block(pt_dtype t);        // values per block (1 for float types, 0 if unknown)
+// Petrel can write it (has ggml's reference quantiser)?
+bool pt_dtype_can_quantize(pt_dtype t);
+// Bytes for a row of n values (n a multiple of the block size); 0 if invalid.
 size_t pt_row_bytes(pt_dtype t, uint64_t n);
 
 // Scalar conversions (exact, round-to-nearest-even where narrowing).
@@ -51,9 +77,11 @@ uint16_t pt_f32_to_bf16(float f); // RNE; NaN stays NaN
 // FP8 E4M3 (OCP "E4M3FN": bias 7, no infinities, 0x7F/0xFF are NaN, max 448).
 float pt_fp8_e4m3_to_f32(uint8_t v);
 
-// Quantise/dequantise a row of n values (n % 32 == 0 for block types).
+// Quantise/dequantise a row of n values (n a multiple of the block size).
 // Quantisation follows ggml's reference functions (quantize_row_q8_0_ref,
-// quantize_row_q4_0_ref) so files match what llama.cpp's tools would write.
+// quantize_row_q4_0_ref, quantize_row_q4_K_ref ...) so files match what
+// llama.cpp's tools would write; dequantisation is ggml's to the bit.
+// pt_quantize_row requires pt_dtype_can_quantize(t).
 void pt_quantize_row(pt_dtype t, const float *x, void *dst, int64_t n);
 void pt_dequantize_row(pt_dtype t, const void *src, float *y, int64_t n);
 

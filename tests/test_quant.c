@@ -26,8 +26,13 @@ Test(types, names_and_sizes)
     cr_assert_str_eq(pt_dtype_name(PT_Q4_0), "q4_0");
     cr_assert_eq(pt_dtype_from_name("q8_0"), PT_Q8_0);
     cr_assert_eq(pt_dtype_from_name("BF16"), PT_BF16);
-    cr_assert_eq(pt_dtype_from_name("q5_k"), -1);
-    cr_assert(pt_dtype_valid(30) && !pt_dtype_valid(3));
+    cr_assert_eq(pt_dtype_from_name("Q5_K"), PT_Q5_K);
+    cr_assert_eq(pt_dtype_from_name("q5_x"), -1);
+    cr_assert_eq(pt_dtype_from_name("q8_k"), -1); // activations only
+    cr_assert(pt_dtype_valid(30) && !pt_dtype_valid(4) && !pt_dtype_valid(PT_Q8_K));
+    cr_assert_eq(pt_row_bytes(PT_Q4_K, 7168), 28 * 144);
+    cr_assert_eq(pt_row_bytes(PT_Q4_K, 7168 + 32), 0);
+    cr_assert_eq(pt_row_bytes(PT_IQ2_XXS, 2048), 8 * 66);
     cr_assert(pt_dtype_is_block(PT_Q4_0) && !pt_dtype_is_block(PT_BF16));
     cr_assert_eq(pt_row_bytes(PT_F32, 7), 28);
     cr_assert_eq(pt_row_bytes(PT_BF16, 7), 14);

@@ -1,0 +1,32 @@
+// kernels/qt_k.h — the K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: dequantisation and dot products with Q8_K activations.
+//
+// Each name below is either declared (implemented in the matching .c file)
+// or #defined to NULL while that piece does not exist yet: qtypes.c's table
+// takes what is here, and a NULL entry means 'not supported'.
+#ifndef PETREL_KERNELS_QT_K_H
+#define PETREL_KERNELS_QT_K_H
+
+#include <stdint.h>
+
+#define pt_deq_q2_k NULL
+#define pt_vdot_q2_k_scalar NULL
+#define pt_vdot_q2_k_avx2 NULL
+#define pt_vdot_q2_k_avx512 NULL
+#define pt_deq_q3_k NULL
+#define pt_vdot_q3_k_scalar NULL
+#define pt_vdot_q3_k_avx2 NULL
+#define pt_vdot_q3_k_avx512 NULL
+#define pt_deq_q4_k NULL
+#define pt_vdot_q4_k_scalar NULL
+#define pt_vdot_q4_k_avx2 NULL
+#define pt_vdot_q4_k_avx512 NULL
+#define pt_deq_q5_k NULL
+#define pt_vdot_q5_k_scalar NULL
+#define pt_vdot_q5_k_avx2 NULL
+#define pt_vdot_q5_k_avx512 NULL
+#define pt_deq_q6_k NULL
+#define pt_vdot_q6_k_scalar NULL
+#define pt_vdot_q6_k_avx2 NULL
+#define pt_vdot_q6_k_avx512 NULL
+
+#endif
