@@ -37,6 +37,7 @@ static void usage(void)
             "      --system TEXT       system prompt\n"
             "  -n, --max-tokens N      longest reply (default 1024)\n"
             "      --temp T --top-p P --seed S   sampling (default greedy)\n"
+            "      --ignore-eos        do not end a reply at end-of-sequence tokens\n"
             "commands in the chat: /reset /save NAME /load NAME /stats /quit (Ctrl-C stops a reply)\n%s",
             cli_model_opts_help);
 }
@@ -47,6 +48,7 @@ typedef struct chat {
     const char *system;
     const char *dir;          // session directory
     int max_tokens;
+    bool ignore_eos;          // replies end only at max_tokens or Ctrl-C
     petrel_sampler_params sp;
     srv_gen_result last;      // figures of the last reply
     bool have_last;
@@ -96,7 +98,7 @@ static void turn(chat *ch, const char *line)
         return;
     }
     srv_gen_params p = {.prompt = ids, .n_prompt = n, .max_tokens = ch->max_tokens, .sp = ch->sp,
-                        .top_logprobs = -1};
+                        .top_logprobs = -1, .ignore_eos = ch->ignore_eos};
     if (ch->have_last)
         srv_gen_result_free(&ch->last);
     atomic_store(&g_stop, false);
@@ -229,6 +231,11 @@ static int parse_opts(int argc, char **argv, cli_model_opts *o, chat *ch, const 
         if (r > 0)
             continue;
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--ignore-eos")) {
+            ch->ignore_eos = true;
+            i++;
+            continue;
+        }
         if (!v)
             return -1;
         if (!strcmp(a, "--session"))

@@ -52,8 +52,8 @@ static TGTI __m256 roundf8(__m256 v)
     return _mm256_add_ps(t, up);
 }
 
-// Same result as pt_quant_act_scalar, bit for bit (ggml's reference
-// formulas, evaluated with the same IEEE operations).
+// Same result as pt_quant_act_scalar, bit for bit (ggml's x86
+// quantize_row_q8_0: id = 127 / amax, round to nearest even).
 TGT void pt_quant_act_avx2(const float *x, int64_t nb, bool paired, int8_t *qs, float *d, int32_t *s8)
 {
     const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -69,12 +69,13 @@ TGT void pt_quant_act_avx2(const float *x, int64_t nb, bool paired, int8_t *qs, 
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
         const float amax = _mm_cvtss_f32(m4);
         const float db = amax / 127.0f;
-        const float id = db != 0.0f ? 1.0f / db : 0.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         const __m256 vid = _mm256_set1_ps(id);
-        const __m256i q0 = _mm256_cvttps_epi32(roundf8(_mm256_mul_ps(v0, vid)));
-        const __m256i q1 = _mm256_cvttps_epi32(roundf8(_mm256_mul_ps(v1, vid)));
-        const __m256i q2 = _mm256_cvttps_epi32(roundf8(_mm256_mul_ps(v2, vid)));
-        const __m256i q3 = _mm256_cvttps_epi32(roundf8(_mm256_mul_ps(v3, vid)));
+        const int rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        const __m256i q0 = _mm256_cvttps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, vid), rne));
+        const __m256i q1 = _mm256_cvttps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, vid), rne));
+        const __m256i q2 = _mm256_cvttps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, vid), rne));
+        const __m256i q3 = _mm256_cvttps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, vid), rne));
         const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3));
         // int32 -> int8 in order: packs work per 128-bit lane, fix with a permute
         const __m256i p16a = _mm256_packs_epi32(q0, q1);

@@ -49,7 +49,7 @@ typedef struct pt_kern {
     bool q4_paired;     // Q4_0 activation quants in the paired layout of kern_x86_body.h
     pt_ftile_fn ftile;  // F32 / F16 / BF16 weights
     // One f32 vector (nb blocks) -> Q8_0 quants exactly as ggml's
-    // quantize_row_q8_0_ref, scales rounded to fp16 (kept as f32) and
+    // quantize_row_q8_0 on x86 (id = 127/amax, ties to even), scales rounded to fp16 (kept as f32) and
     // 8 * per-block sums; quants in the natural or (paired) Q4_0 layout.
     void (*quant_act)(const float *x, int64_t nb, bool paired, int8_t *qs, float *d, int32_t *s8);
     float (*dot_f32)(const float *a, const float *b, int64_t n); // 16-lane order

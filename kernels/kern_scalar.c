@@ -109,11 +109,15 @@ void pt_quant_act_scalar(const float *x, int64_t nb, bool paired, int8_t *qs, fl
             float a = fabsf(xb[j]);
             amax = amax > a ? amax : a;
         }
+        // ggml's x86 quantize_row_q8_0 (what llama.cpp multiplies with):
+        // id = 127 / amax (not 1 / d), products rounded to nearest even.
+        // nearbyintf rounds in the current mode; Petrel never changes it
+        // from the default round-to-nearest-even.
         const float db = amax / 127.0f;
-        const float id = db != 0.0f ? 1.0f / db : 0.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         int32_t sum = 0;
         for (int j = 0; j < QK; j++) {
-            int8_t q = (int8_t)roundf(xb[j] * id);
+            int8_t q = (int8_t)nearbyintf(xb[j] * id);
             qs[pt_act_pos(paired, nb, b, j)] = q;
             sum += q;
         }

@@ -7,7 +7,8 @@
 //
 // Numerics contract (the engine's placement invariant rests on it):
 //  - For Q8_0 / Q4_0 weights the input vector is first quantised to Q8_0
-//    (per 32-block, as ggml's quantize_row_q8_0_ref), each block's integer
+//    (per 32-block, as ggml's x86 quantize_row_q8_0: id = 127/amax,
+//    ties to even), each block's integer
 //    dot product is exact, and block results are accumulated in fp32 in a
 //    fixed order. For F32 / F16 / BF16 weights, products are accumulated in
 //    fp32 in a fixed order.

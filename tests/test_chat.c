@@ -116,7 +116,7 @@ Test(chat, ctrl_c_stops_reply_not_chat)
     char *dir = tu_tmpdir("chat_int");
     char *out = NULL;
     int rc = tu_sh(&out,
-                   "cd '%s' && mkfifo in && { '%s' chat -m '%s' -t 2 -n 3000 -c 4096 <in >out 2>/dev/null & P=$!; "
+                   "cd '%s' && mkfifo in && { '%s' chat -m '%s' -t 2 -n 3000 -c 4096 --ignore-eos <in >out 2>/dev/null & P=$!; "
                    "(sleep 60; kill -9 $P) >/dev/null 2>&1 & W=$!; "
                    "exec 3>in; echo 'Tell me a long story' >&3; sleep 1.5; kill -INT $P; sleep 0.3; "
                    "echo '/stats' >&3; exec 3>&-; wait $P; echo $?; kill $W; cat out; }",
