@@ -14,6 +14,7 @@
 // (exact ggml reference results) and the float-weight dots, which the
 // AVX-VNNI path reuses.
 #include "kernels/kern_internal.h"
+#include "kernels/qtypes.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -413,6 +414,7 @@ TGT void pt_axpy_rows_avx2(float *out, const float *p, const float *rows, int64_
 
 const pt_kern pt_kern_avx2 = {
     .name = "avx2",
+    .qpath = PT_QPATH_AVX2,
     .qtile = qtile_avx2,
     .q4_paired = true,
     .quant_act = pt_quant_act_avx2,

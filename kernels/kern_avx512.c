@@ -10,6 +10,7 @@
 // block j's exact integer dot, which then meets its scale in one fma, i.e.
 // block b lands in accumulator lane b % 8 as the contract says.
 #include "kernels/kern_internal.h"
+#include "kernels/qtypes.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -141,6 +142,7 @@ static TGT void axpy_avx512(float *y, float a, const float *x, int64_t n)
 
 const pt_kern pt_kern_avx512 = {
     .name = "avx512vnni",
+    .qpath = PT_QPATH_AVX512,
     .qtile = qtile_avx512,
     .q4_paired = true,
     .quant_act = pt_quant_act_avx2,

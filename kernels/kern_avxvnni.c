@@ -3,6 +3,7 @@
 // Block dots use vpdpbusd; everything else is the AVX2 path's code.
 // Bit-identical to kern_scalar.c (contract: kern_internal.h).
 #include "kernels/kern_internal.h"
+#include "kernels/qtypes.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -18,6 +19,7 @@
 
 const pt_kern pt_kern_avxvnni = {
     .name = "avxvnni",
+    .qpath = PT_QPATH_AVX2,
     .qtile = qtile_avxvnni,
     .q4_paired = true,
     .quant_act = pt_quant_act_avx2,

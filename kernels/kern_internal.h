@@ -45,6 +45,7 @@ typedef void (*pt_ftile_fn)(pt_dtype t, const uint8_t *w, size_t rb, int64_t nro
 
 typedef struct pt_kern {
     const char *name;   // "scalar", "avx2", "avxvnni", "avx512vnni"
+    int qpath;          // which vdot of a qtypes.h row this path uses (PT_QPATH_*)
     pt_qtile_fn qtile;  // block-quantised weights
     bool q4_paired;     // Q4_0 activation quants in the paired layout of kern_x86_body.h
     pt_ftile_fn ftile;  // F32 / F16 / BF16 weights

@@ -2,6 +2,7 @@
 // numerics contract in kernels/kern_internal.h. The SIMD paths must match it
 // bit for bit; the tests compare them.
 #include "kernels/kern_internal.h"
+#include "kernels/qtypes.h"
 
 #include <math.h>
 #include <string.h>
@@ -140,6 +141,7 @@ static void axpy_rows_scalar(float *out, const float *p, const float *rows, int6
 
 const pt_kern pt_kern_scalar = {
     .name = "scalar",
+    .qpath = PT_QPATH_SCALAR,
     .qtile = qtile_scalar,
     .quant_act = pt_quant_act_scalar,
     .ftile = ftile_scalar,

@@ -5,6 +5,7 @@
 // output row never depends on tiling, threads or path.
 #include "kernels/matmul.h"
 #include "kernels/kern_internal.h"
+#include "kernels/qtypes.h"
 
 #include <assert.h>
 #include <math.h>
@@ -158,6 +159,17 @@ typedef struct gemm_part {
     int64_t ldy;
 } gemm_part;
 
+// A tile of a generic block type: rows outer (a weight row stays in cache
+// across the vectors), vectors inner; every output element is one vdot of
+// one row with one vector, so tiling cannot change a result.
+static void gtile(pt_vdot_fn vdot, const uint8_t *w, size_t rb, int64_t nrows, int64_t cols, const char *xq,
+                  size_t arb, int64_t nvec, float *y, int64_t ldy)
+{
+    for (int64_t r = 0; r < nrows; r++)
+        for (int64_t v = 0; v < nvec; v++)
+            y[v * ldy + r] = vdot(w + (size_t)r * rb, xq + (size_t)v * arb, cols);
+}
+
 // The one implementation behind every product: the parts share the input X
 // (batch, cols) and the weight type, so the input is quantised once (Q8_0
 // activations for block types) and the tiles of all parts are handed out
@@ -178,7 +190,27 @@ static void gemm_parts(const gemm_part *p, int np, const float *X, int64_t batch
     if (nrows == 0 || batch == 0)
         return;
     const pt_kern *k = pt_kern_current();
-    const bool quant = pt_dtype_is_block(type);
+    // Q4_0 / Q8_0 take the tuned kern_* tiles; every other block type goes
+    // through its qtypes.h row (activations in ggml's block layout, one
+    // vdot per row and vector); float types through ftile.
+    const bool quant = type == PT_Q4_0 || type == PT_Q8_0;
+    const pt_qtraits *qt = pt_qtraits_of(type);
+    assert(qt);
+    const bool generic = !quant && qt->blck > 1;
+    pt_vdot_fn vdot = NULL;
+    const char *gact = NULL; // generic: quantised activations, `arb` bytes per vector
+    size_t arb = 0;
+    if (generic) {
+        vdot = pt_vdot_of(qt, k->qpath);
+        const pt_actq_fn aq = pt_actq_of(qt->act);
+        assert(vdot && aq && cols % qt->blck == 0);
+        arb = pt_act_row_bytes(qt->act, cols);
+        char *s = scratch((size_t)batch * arb + 64);
+#pragma omp parallel for schedule(static) if (batch > 1 && batch * cols >= SERIAL_WORK)
+        for (int64_t v = 0; v < batch; v++)
+            aq(X + v * cols, s + (size_t)v * arb, cols);
+        gact = s;
+    }
 
     pt_q8act act = {0};
     if (quant) {
@@ -228,6 +260,8 @@ static void gemm_parts(const gemm_part *p, int np, const float *X, int64_t batch
         float *y = q->Y + v * q->ldy + r;
         if (quant)
             k->qtile(type, w, q->rb, nr, &act, v, nv, y, q->ldy);
+        else if (generic)
+            gtile(vdot, w, q->rb, nr, cols, gact + (size_t)v * arb, arb, nv, y, q->ldy);
         else
             k->ftile(type, w, q->rb, nr, cols, X + v * cols, cols, nv, y, q->ldy);
     }
