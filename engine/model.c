@@ -194,8 +194,16 @@ static int validate_tensors(petrel_model *m, pt_tensor_spec *specs, int n_specs,
             return pt_errf(err, "%s: tensor '%s' has shape {%s}, the metadata implies {%s}", m->path,
                            s->name, got, want);
         }
-        if (!pt_dtype_valid(t->type))
-            return pt_errf(err, "%s: tensor '%s' has unsupported type %u", m->path, s->name, t->type);
+        if (!pt_dtype_valid(t->type)) {
+            char tn[16];
+            const char *gn = gguf_type_name(t->type);
+            size_t k = 0;
+            for (; gn[k] && k + 1 < sizeof tn; k++) // ggml's name in Petrel's lower case
+                tn[k] = (char)(gn[k] >= 'A' && gn[k] <= 'Z' ? gn[k] + 32 : gn[k]);
+            tn[k] = 0;
+            return pt_errf(err, "%s: tensor '%s' has type %s, which Petrel cannot compute yet", m->path, s->name,
+                           tn);
+        }
     }
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         bool known = false;

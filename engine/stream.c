@@ -152,9 +152,19 @@ int pt_stream_init(petrel_context *c, pt_err *err)
             have_heat = pt_usage_load(st->usage_path, nb, st->n_expert_max, st->heat_old) > 0;
     }
 
-    // The reader.
-    pt_reader_cfg rc = {.path = m->path, .mode = (pt_io_mode)P->io_mode, .queue_depth = P->io_queue_depth};
+    // The reader: every file of the model (a split GGUF has several; the
+    // experts' located offsets name theirs).
+    const char *paths[64];
+    const char **pv = m->gguf->n_parts <= 64 ? paths : malloc(sizeof(char *) * m->gguf->n_parts);
+    if (!pv)
+        return pt_errf(err, "out of memory");
+    for (uint32_t i = 0; i < m->gguf->n_parts; i++)
+        pv[i] = m->gguf->parts[i].path;
+    pt_reader_cfg rc = {.paths = pv, .n_paths = (int)m->gguf->n_parts, .mode = (pt_io_mode)P->io_mode,
+                        .queue_depth = P->io_queue_depth};
     st->reader = pt_reader_open(&rc, err);
+    if (pv != paths)
+        free(pv);
     if (!st->reader)
         return -1;
 

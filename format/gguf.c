@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "io/io.h"
+#include "kernels/qtypes.h"
 #include "kernels/quant.h"
 
 // ---- type sizes -------------------------------------------------------------
@@ -32,31 +34,64 @@ static size_t vtype_size(uint32_t t)
     }
 }
 
-// Row bytes of n values of tensor type t (the types Petrel reads: F32, F16,
-// BF16, Q8_0, Q4_0); 0 if t is unknown or n is not a whole number of blocks.
-// (Same figures as kernels' pt_row_bytes; kept here so the container layer
-// has no dependency on the kernels.)
-static uint64_t tensor_row_bytes(uint32_t t, uint64_t n)
+// ggml types the traits table (kernels/qtypes.h) has no row for: Petrel
+// cannot compute them, but a file holding them is still a well-formed GGUF
+// whose layout must be understood (so the engine can name the tensor and
+// type it refuses). Figures from ggml.c's type_traits.
+typedef struct foreign_type {
+    uint32_t id;
+    const char *name;
+    uint32_t blck, bytes;
+} foreign_type;
+
+static const foreign_type foreign[] = {
+    {24, "I8", 1, 1},      {25, "I16", 1, 2},    {26, "I32", 1, 4},   {27, "I64", 1, 8},
+    {28, "F64", 1, 8},     {34, "TQ1_0", 256, 54}, {35, "TQ2_0", 256, 66}, {39, "MXFP4", 32, 17},
+    {40, "NVFP4", 64, 36}, {41, "Q1_0", 128, 18}, {42, "Q2_0", 64, 18},
+};
+
+static const foreign_type *foreign_of(uint32_t t)
 {
-    switch (t) {
-    case PT_F32: return n * 4;
-    case PT_F16: case PT_BF16: return n * 2;
-    case PT_Q8_0: return n % QK ? 0 : n / QK * sizeof(block_q8_0);
-    case PT_Q4_0: return n % QK ? 0 : n / QK * sizeof(block_q4_0);
-    default: return 0;
-    }
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++)
+        if (foreign[i].id == t)
+            return &foreign[i];
+    return NULL;
 }
 
-static const char *tensor_type_name(uint32_t t)
+// Values per block and bytes per block of a type id; false if unknown.
+// Q8_1 / Q8_K are activation layouts, never stored: unknown here.
+static bool type_block(uint32_t t, uint64_t *blck, uint64_t *bytes)
 {
-    switch (t) {
-    case PT_F32: return "f32";
-    case PT_F16: return "f16";
-    case PT_BF16: return "bf16";
-    case PT_Q8_0: return "q8_0";
-    case PT_Q4_0: return "q4_0";
-    default: return "?";
+    const pt_qtraits *q = t == PT_Q8_1 || t == PT_Q8_K ? NULL : pt_qtraits_of(t);
+    if (q) {
+        *blck = (uint64_t)q->blck;
+        *bytes = (uint64_t)q->bytes;
+        return true;
     }
+    const foreign_type *f = foreign_of(t);
+    if (f) {
+        *blck = f->blck;
+        *bytes = f->bytes;
+        return true;
+    }
+    return false;
+}
+
+uint64_t gguf_row_bytes(uint32_t t, uint64_t n)
+{
+    uint64_t blck, bytes;
+    if (!type_block(t, &blck, &bytes) || n % blck)
+        return 0;
+    return n / blck * bytes;
+}
+
+const char *gguf_type_name(uint32_t t)
+{
+    const pt_qtraits *q = t == PT_Q8_1 || t == PT_Q8_K ? NULL : pt_qtraits_of(t);
+    if (q)
+        return q->ggml_name;
+    const foreign_type *f = foreign_of(t);
+    return f ? f->name : "?";
 }
 
 // ---- reader -----------------------------------------------------------------
@@ -207,14 +242,15 @@ static int read_tensor_info(cursor *c, gguf_tensor *t, uint64_t index)
 // Size in bytes of a tensor from shape and type; -1 + err if invalid.
 static int tensor_size(const char *path, gguf_tensor *t, pt_err *err)
 {
-    uint64_t row = tensor_row_bytes(t->type, t->ne[0]);
-    if (t->ne[0] == 0 || row == 0) {
-        if (tensor_row_bytes(t->type, 32) == 0)
-            return pt_errf(err, "%s: tensor '%s': unsupported tensor type %u", path, t->name, t->type);
-        return pt_errf(err, "%s: tensor '%s': row length %llu is not a multiple of the %s block size",
-                       path, t->name, (unsigned long long)t->ne[0], tensor_type_name(t->type));
-    }
-    uint64_t size = row;
+    uint64_t blck, bytes;
+    if (!type_block(t->type, &blck, &bytes))
+        return pt_errf(err, "%s: tensor '%s': unknown tensor type id %u (not a ggml type)", path, t->name,
+                       t->type);
+    if (t->ne[0] == 0 || t->ne[0] % blck)
+        return pt_errf(err, "%s: tensor '%s': row length %llu is not a multiple of the %s block size (%llu)",
+                       path, t->name, (unsigned long long)t->ne[0], gguf_type_name(t->type),
+                       (unsigned long long)blck);
+    uint64_t size = t->ne[0] / blck * bytes;
     for (uint32_t d = 1; d < GGUF_MAX_DIMS; d++) {
         if (t->ne[d] == 0)
             return pt_errf(err, "%s: tensor '%s': dimension %u is zero", path, t->name, d);
@@ -222,6 +258,9 @@ static int tensor_size(const char *path, gguf_tensor *t, pt_err *err)
             return pt_errf(err, "%s: tensor '%s': size overflows 64 bits", path, t->name);
         size *= t->ne[d];
     }
+    if (size >= (uint64_t)1 << PT_LOC_SHIFT)
+        return pt_errf(err, "%s: tensor '%s': %llu bytes is more than Petrel addresses in one file", path,
+                       t->name, (unsigned long long)size);
     t->size = size;
     return 0;
 }
@@ -363,10 +402,9 @@ static int parse(gguf_file *g, cursor *c, pt_err *err)
     return 0;
 }
 
-gguf_file *gguf_open(const char *path, pt_err *err)
+// Opens and validates one file (the whole of gguf_open but the split parts).
+static gguf_file *open_one(const char *path, pt_err *err)
 {
-    if (!path)
-        return (void)pt_errf(err, "gguf_open: no path"), NULL;
     gguf_file *g = calloc(1, sizeof *g);
     if (!g)
         return (void)pt_errf(err, "%s: out of memory", path), NULL;
@@ -385,6 +423,11 @@ gguf_file *gguf_open(const char *path, pt_err *err)
         return NULL;
     }
     g->file_size = (uint64_t)st.st_size;
+    if (g->file_size >= (uint64_t)1 << PT_LOC_SHIFT) {
+        pt_errf(err, "%s: file of %llu bytes is larger than Petrel addresses", path, (unsigned long long)g->file_size);
+        gguf_close(g);
+        return NULL;
+    }
     if (g->file_size < 24) {
         pt_errf(err, "%s: file too small for a GGUF header (%llu bytes)", path, (unsigned long long)g->file_size);
         gguf_close(g);
@@ -404,6 +447,181 @@ gguf_file *gguf_open(const char *path, pt_err *err)
         return NULL;
     }
     return g;
+}
+
+// ---- split files ------------------------------------------------------------
+
+// An integer-valued scalar record (split.* keys are u16 in gguf-split's
+// files; any integer type is taken).
+static bool kv_int(const gguf_kv *kv, int64_t *out)
+{
+    if (!kv)
+        return false;
+    switch (kv->type) {
+    case GGUF_UINT8: case GGUF_UINT16: case GGUF_UINT64: *out = (int64_t)kv->v.u64; return true;
+    case GGUF_INT8: case GGUF_INT16: case GGUF_INT64: *out = kv->v.i64; return true;
+    case GGUF_UINT32: *out = kv->v.u32; return true;
+    case GGUF_INT32: *out = kv->v.i32; return true;
+    default: return false;
+    }
+}
+
+// The split keys of one opened part: -1 + err naming the file if a key is
+// missing or out of range.
+static int split_keys(const gguf_file *g, int64_t *no, int64_t *count, int64_t *tensors, pt_err *err)
+{
+    if (!kv_int(gguf_get(g, "split.count"), count) || *count < 1 || *count > PT_LOC_MAX_FILES)
+        return pt_errf(err, "%s: key 'split.count' is missing, not an integer or out of range", g->path);
+    if (!kv_int(gguf_get(g, "split.no"), no) || *no < 0 || *no >= *count)
+        return pt_errf(err, "%s: key 'split.no' is missing or not in 0..%lld (split.count)", g->path,
+                       (long long)*count - 1);
+    if (!kv_int(gguf_get(g, "split.tensors.count"), tensors) || *tensors < 0)
+        return pt_errf(err, "%s: key 'split.tensors.count' is missing or not a count", g->path);
+    return 0;
+}
+
+// Path of part k (0-based) of n, from the path of part `self` (llama.cpp's
+// llama_split_prefix / llama_split_path: PREFIX-%05d-of-%05d.gguf). NULL +
+// err when `path` does not end that way.
+static char *part_path(const char *path, int64_t self, int64_t k, int64_t n, pt_err *err)
+{
+    char tail[64], tk[64];
+    snprintf(tail, sizeof tail, "-%05lld-of-%05lld.gguf", (long long)self + 1, (long long)n);
+    snprintf(tk, sizeof tk, "-%05lld-of-%05lld.gguf", (long long)k + 1, (long long)n);
+    size_t lp = strlen(path), lt = strlen(tail);
+    if (lp <= lt || strcmp(path + lp - lt, tail) != 0) {
+        pt_errf(err, "%s: part %lld of a %lld-part split, but the name does not end in '%s', so the other parts "
+                     "cannot be found", path, (long long)self + 1, (long long)n, tail);
+        return NULL;
+    }
+    const size_t lk = strlen(tk);
+    char *out = malloc(lp - lt + lk + 1);
+    if (!out) {
+        pt_errf(err, "%s: out of memory", path);
+        return NULL;
+    }
+    memcpy(out, path, lp - lt);
+    memcpy(out + lp - lt, tk, lk + 1);
+    return out;
+}
+
+// Merges the parts of a split model into parts[0]: it keeps part 1's
+// metadata and takes every part's tensors (offsets located) and file.
+// Consumes every part (closed or merged); NULL + err on a mismatch.
+static gguf_file *merge_parts(gguf_file **p, int64_t n, int64_t total, pt_err *err)
+{
+    gguf_file *g = p[0];
+    uint64_t sum = 0;
+    for (int64_t k = 0; k < n; k++)
+        sum += p[k]->n_tensors;
+    if (sum != (uint64_t)total) {
+        pt_errf(err, "%s: the %lld parts hold %llu tensors, split.tensors.count says %lld (a part from "
+                     "another split?)", g->path, (long long)n, (unsigned long long)sum, (long long)total);
+        goto fail;
+    }
+    gguf_tensor *ts = realloc(g->tensors, (sum ? sum : 1) * sizeof *ts);
+    g->parts = calloc((size_t)n, sizeof *g->parts);
+    if (!ts || !g->parts) {
+        if (ts)
+            g->tensors = ts;
+        pt_errf(err, "%s: out of memory", g->path);
+        goto fail;
+    }
+    g->tensors = ts;
+    g->parts[0] = (gguf_part){g->path, g->fd, g->file_size, g->data_offset, g->n_tensors};
+    uint64_t at = g->n_tensors;
+    for (int64_t k = 1; k < n; k++) {
+        gguf_file *q = p[k];
+        for (uint64_t i = 0; i < q->n_tensors; i++) {
+            gguf_tensor t = q->tensors[i];
+            t.part = (uint32_t)k;
+            t.offset = pt_loc((uint32_t)k, t.offset);
+            ts[at++] = t;
+        }
+        g->parts[k] = (gguf_part){q->path, q->fd, q->file_size, q->data_offset, q->n_tensors};
+        g->n_parts = (uint32_t)k + 1; // owns q's path and fd from here on
+        q->path = NULL;
+        q->fd = -1;
+        gguf_close(q);
+        p[k] = NULL;
+    }
+    g->n_tensors = at;
+    g->n_parts = (uint32_t)n;
+    if (check_unique_names(g, err) < 0) {
+        p[0] = g;
+        goto fail;
+    }
+    return g;
+fail:
+    for (int64_t k = 0; k < n; k++)
+        gguf_close(p[k]);
+    return NULL;
+}
+
+gguf_file *gguf_open(const char *path, pt_err *err)
+{
+    if (!path)
+        return (void)pt_errf(err, "gguf_open: no path"), NULL;
+    gguf_file *g = open_one(path, err);
+    if (!g)
+        return NULL;
+    int64_t no = 0, n = 1, total = 0;
+    if (!gguf_get(g, "split.count") && !gguf_get(g, "split.no")) {
+        g->parts = calloc(1, sizeof *g->parts);
+        if (!g->parts) {
+            pt_errf(err, "%s: out of memory", path);
+            gguf_close(g);
+            return NULL;
+        }
+        g->parts[0] = (gguf_part){g->path, g->fd, g->file_size, g->data_offset, g->n_tensors};
+        g->n_parts = 1;
+        return g;
+    }
+    if (split_keys(g, &no, &n, &total, err) < 0) {
+        gguf_close(g);
+        return NULL;
+    }
+    gguf_file **p = calloc((size_t)n, sizeof *p);
+    if (!p) {
+        pt_errf(err, "%s: out of memory", path);
+        gguf_close(g);
+        return NULL;
+    }
+    p[no] = g;
+    for (int64_t k = 0; k < n; k++) {
+        if (p[k])
+            continue;
+        char *pp = part_path(path, no, k, n, err);
+        if (!pp)
+            goto fail;
+        if (access(pp, F_OK) != 0) {
+            pt_errf(err, "%s: part %lld of %lld of this split model is missing (looked for %s)", path,
+                    (long long)k + 1, (long long)n, pp);
+            free(pp);
+            goto fail;
+        }
+        p[k] = open_one(pp, err);
+        free(pp);
+        if (!p[k])
+            goto fail;
+        int64_t kno, kn, kt;
+        if (split_keys(p[k], &kno, &kn, &kt, err) < 0)
+            goto fail;
+        if (kno != k || kn != n || kt != total) {
+            pt_errf(err, "%s: does not belong with %s: split.no %lld, split.count %lld, split.tensors.count %lld "
+                         "(expected %lld, %lld, %lld)", p[k]->path, path, (long long)kno, (long long)kn,
+                    (long long)kt, (long long)k, (long long)n, (long long)total);
+            goto fail;
+        }
+    }
+    g = merge_parts(p, n, total, err);
+    free(p);
+    return g;
+fail:
+    for (int64_t k = 0; k < n; k++)
+        gguf_close(p[k]);
+    free(p);
+    return NULL;
 }
 
 static void free_kv(gguf_kv *kv)
@@ -426,6 +644,13 @@ void gguf_close(gguf_file *g)
         free_kv(&g->kv[i]);
     free(g->kv);
     free(g->tensors);
+    // parts[0] repeats g->fd / g->path; the other parts own theirs.
+    for (uint32_t i = 1; i < g->n_parts; i++) {
+        if (g->parts[i].fd >= 0)
+            close(g->parts[i].fd);
+        free(g->parts[i].path);
+    }
+    free(g->parts);
     if (g->fd >= 0)
         close(g->fd);
     free(g->path);
@@ -505,17 +730,25 @@ const gguf_tensor *gguf_find_tensor(const gguf_file *g, const char *name)
 
 int gguf_read(const gguf_file *g, uint64_t offset, void *dst, uint64_t bytes, pt_err *err)
 {
-    if (offset > g->file_size || bytes > g->file_size - offset)
-        return pt_errf(err, "%s: read [%llu, +%llu) past end of file", g->path, (unsigned long long)offset,
+    const uint32_t pi = pt_loc_file(offset);
+    if (pi >= (g->n_parts ? g->n_parts : 1))
+        return pt_errf(err, "%s: read at located offset %#llx names part %u of %u", g->path,
+                       (unsigned long long)offset, pi + 1, g->n_parts);
+    const char *path = pi ? g->parts[pi].path : g->path;
+    const int fd = pi ? g->parts[pi].fd : g->fd;
+    const uint64_t size = pi ? g->parts[pi].file_size : g->file_size;
+    offset = pt_loc_off(offset);
+    if (offset > size || bytes > size - offset)
+        return pt_errf(err, "%s: read [%llu, +%llu) past end of file", path, (unsigned long long)offset,
                        (unsigned long long)bytes);
     uint8_t *p = dst;
     while (bytes > 0) {
         size_t chunk = bytes > (1u << 30) ? (1u << 30) : (size_t)bytes;
-        ssize_t r = pread(g->fd, p, chunk, (off_t)offset);
+        ssize_t r = pread(fd, p, chunk, (off_t)offset);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
-            return pt_errf(err, "%s: read at %llu failed: %s", g->path, (unsigned long long)offset,
+            return pt_errf(err, "%s: read at %llu failed: %s", path, (unsigned long long)offset,
                            r < 0 ? strerror(errno) : "unexpected end of file");
         p += r;
         offset += (uint64_t)r;
@@ -624,6 +857,7 @@ bool gguf_writer_has_key(const gguf_writer *w, const char *key)
     return false;
 }
 
+void gguf_w_u16(gguf_writer *w, const char *key, uint16_t v) { put_key(w, key, GGUF_UINT16); put(w, &v, 2); }
 void gguf_w_u32(gguf_writer *w, const char *key, uint32_t v) { put_key(w, key, GGUF_UINT32); put_u32(w, v); }
 void gguf_w_i32(gguf_writer *w, const char *key, int32_t v) { put_key(w, key, GGUF_INT32); put(w, &v, 4); }
 void gguf_w_u64(gguf_writer *w, const char *key, uint64_t v) { put_key(w, key, GGUF_UINT64); put_u64(w, v); }
@@ -665,6 +899,44 @@ void gguf_w_arr_f32(gguf_writer *w, const char *key, const float *v, uint64_t n)
     put(w, v, n * 4);
 }
 
+void gguf_w_copy_kv(gguf_writer *w, const gguf_kv *kv)
+{
+    put_key(w, kv->key, kv->type);
+    if (kv->type == GGUF_STRING) {
+        put_u64(w, kv->str.len);
+        put(w, kv->str.s, kv->str.len);
+        return;
+    }
+    if (kv->type == GGUF_ARRAY) {
+        put_u32(w, kv->arr_type);
+        put_u64(w, kv->n);
+        if (kv->arr_type == GGUF_STRING) {
+            const gguf_str *a = kv->arr;
+            for (uint64_t i = 0; i < kv->n; i++) {
+                put_u64(w, a[i].len);
+                put(w, a[i].s, a[i].len);
+            }
+        } else {
+            put(w, kv->arr, kv->n * vtype_size(kv->arr_type));
+        }
+        return;
+    }
+    // Scalars are stored widened (read_kv_value): narrow them back.
+    uint8_t raw[8];
+    const size_t es = vtype_size(kv->type);
+    switch (kv->type) {
+    case GGUF_UINT8: case GGUF_UINT16: case GGUF_UINT64: memcpy(raw, &kv->v.u64, 8); break;
+    case GGUF_INT8: case GGUF_INT16: case GGUF_INT64: memcpy(raw, &kv->v.i64, 8); break;
+    case GGUF_BOOL: raw[0] = kv->v.b ? 1 : 0; break;
+    case GGUF_UINT32: memcpy(raw, &kv->v.u32, 4); break;
+    case GGUF_INT32: memcpy(raw, &kv->v.i32, 4); break;
+    case GGUF_FLOAT32: memcpy(raw, &kv->v.f32, 4); break;
+    case GGUF_FLOAT64: memcpy(raw, &kv->v.f64, 8); break;
+    default: assert(0 && "unknown value type"); return;
+    }
+    put(w, raw, es); // little-endian: the low bytes are the narrow value
+}
+
 int gguf_w_tensor(gguf_writer *w, const char *name, uint32_t n_dims, const uint64_t *ne, uint32_t type)
 {
     assert(strlen(name) < 64 && n_dims >= 1 && n_dims <= GGUF_MAX_DIMS);
@@ -685,7 +957,7 @@ int gguf_w_tensor(gguf_writer *w, const char *name, uint32_t n_dims, const uint6
     for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++)
         t->ne[d] = d < n_dims ? ne[d] : 1;
     t->type = type;
-    t->size = tensor_row_bytes(type, t->ne[0]);
+    t->size = gguf_row_bytes(type, t->ne[0]);
     assert(t->size > 0);
     for (uint32_t d = 1; d < GGUF_MAX_DIMS; d++)
         t->size *= t->ne[d];

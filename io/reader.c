@@ -97,31 +97,66 @@ int pt_io_mode_parse(const char *s)
 
 // ---- open / close -------------------------------------------------------------
 
+// Opens file i plainly and, unless buffered, with O_DIRECT (kept in
+// fds[i] only if every file takes it; see pt_reader_open).
+static int open_file(pt_reader *r, int i, const char *path, bool want_direct, int *direct_fd, pt_err *err)
+{
+    r->paths[i] = strdup(path);
+    r->fds_plain[i] = open(path, O_RDONLY | O_CLOEXEC);
+    if (!r->paths[i] || r->fds_plain[i] < 0)
+        return pt_errf(err, "%s: cannot open: %s", path, r->paths[i] ? strerror(errno) : "out of memory");
+    r->fds[i] = r->fds_plain[i];
+    *direct_fd = want_direct ? open(path, O_RDONLY | O_CLOEXEC | O_DIRECT) : -1;
+    return 0;
+}
+
 pt_reader *pt_reader_open(const pt_reader_cfg *cfg, pt_err *err)
 {
-    assert(cfg && cfg->path);
+    assert(cfg && (cfg->path || cfg->n_paths > 0));
+    const int nf = cfg->n_paths > 0 ? cfg->n_paths : 1;
+    assert((unsigned)nf <= PT_LOC_MAX_FILES);
     pt_reader *r = calloc(1, sizeof *r);
-    if (!r) {
+    int *dfd = calloc((size_t)nf, sizeof *dfd);
+    if (r) {
+        r->paths = calloc((size_t)nf, sizeof *r->paths);
+        r->fds = malloc(sizeof(int) * (size_t)nf);
+        r->fds_plain = malloc(sizeof(int) * (size_t)nf);
+    }
+    if (!r || !dfd || !r->paths || !r->fds || !r->fds_plain) {
         pt_errf(err, "out of memory");
+        free(dfd);
+        if (r) {
+            free(r->paths);
+            free(r->fds);
+            free(r->fds_plain);
+            free(r);
+        }
         return NULL;
     }
-    r->path = strdup(cfg->path);
-    r->fd = r->fd_plain = -1;
+    for (int i = 0; i < nf; i++)
+        r->fds[i] = r->fds_plain[i] = dfd[i] = -1;
+    r->n_files = nf;
     r->qd = cfg->queue_depth > 0 ? cfg->queue_depth : 32;
     r->max_request = cfg->max_request ? pt_align_up(cfg->max_request, PT_ALIGN) : (2u << 20);
-    r->fd_plain = open(cfg->path, O_RDONLY | O_CLOEXEC);
-    if (r->fd_plain < 0) {
-        pt_errf(err, "%s: cannot open: %s", cfg->path, strerror(errno));
-        goto fail;
-    }
-    r->fd = r->fd_plain;
-    if (cfg->mode != PT_IO_BUFFERED) {
-        int fd = open(cfg->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-        if (fd >= 0) {
-            r->fd = fd;
-            r->direct = true;
+    bool direct = cfg->mode != PT_IO_BUFFERED;
+    for (int i = 0; i < nf; i++) {
+        if (open_file(r, i, cfg->n_paths > 0 ? cfg->paths[i] : cfg->path, direct, &dfd[i], err) < 0) {
+            free(dfd);
+            goto fail;
         }
+        direct = direct && dfd[i] >= 0;
     }
+    // All O_DIRECT or none: short-read resumption (on_completion) aligns by
+    // one rule for every file.
+    for (int i = 0; i < nf; i++) {
+        if (direct)
+            r->fds[i] = dfd[i];
+        else if (dfd[i] >= 0)
+            close(dfd[i]);
+    }
+    free(dfd);
+    r->direct = direct;
+    r->path = strdup(r->paths[0]);
     int n_threads = cfg->n_threads > 0 ? cfg->n_threads : (r->qd < 16 ? r->qd : 16);
     pt_err e2 = {{0}};
     if (cfg->mode == PT_IO_AUTO || cfg->mode == PT_IO_URING) {
@@ -154,10 +189,16 @@ void pt_reader_close(pt_reader *r)
         }
         r->be->close(r);
     }
-    if (r->fd >= 0 && r->fd != r->fd_plain)
-        close(r->fd);
-    if (r->fd_plain >= 0)
-        close(r->fd_plain);
+    for (int i = 0; i < r->n_files; i++) {
+        if (r->fds[i] >= 0 && r->fds[i] != r->fds_plain[i])
+            close(r->fds[i]);
+        if (r->fds_plain[i] >= 0)
+            close(r->fds_plain[i]);
+        free(r->paths[i]);
+    }
+    free(r->paths);
+    free(r->fds);
+    free(r->fds_plain);
     free(r->reads);
     free(r->chunks);
     rd_fifo_free(&r->free_reads);
@@ -262,19 +303,25 @@ static void pump(pt_reader *r)
         r->be->flush(r);
 }
 
-// Readahead hints for the page cache, in pieces of at most 4 MiB.
+// Readahead hints for the page cache, in pieces of at most 4 MiB (off located).
 static void hint_willneed(pt_reader *r, uint64_t off, uint64_t len)
 {
     const uint64_t piece = 4u << 20;
+    const int fd = r->fds_plain[pt_loc_file(off)];
+    off = pt_loc_off(off);
     for (uint64_t o = 0; o < len; o += piece) {
         uint64_t n = len - o < piece ? len - o : piece;
-        posix_fadvise(r->fd_plain, (off_t)(off + o), (off_t)n, POSIX_FADV_WILLNEED);
+        posix_fadvise(fd, (off_t)(off + o), (off_t)n, POSIX_FADV_WILLNEED);
     }
 }
 
 int pt_reader_submit(pt_reader *r, uint64_t tag, uint64_t off, uint64_t len, void *dst, pt_err *err)
 {
     assert(((uintptr_t)dst % PT_ALIGN) == 0 && len > 0);
+    if (pt_loc_file(off) >= (uint32_t)r->n_files || pt_loc_off(off) + len < pt_loc_off(off) ||
+        pt_loc_off(off) + len > ((uint64_t)1 << PT_LOC_SHIFT))
+        return pt_errf(err, "%s: read at located offset %#llx (+%llu) names no file of the %d open", r->path,
+                       (unsigned long long)off, (unsigned long long)len, r->n_files);
     int rid = alloc_read(r);
     if (rid < 0)
         return pt_errf(err, "%s: out of memory queueing a read", r->path);
@@ -396,11 +443,14 @@ static int take_finished(pt_reader *r, uint64_t *tag, pt_err *err)
         return 1;
     }
     r->st.failures++;
+    const char *path = r->paths[pt_loc_file(off)];
+    off = pt_loc_off(off);
+    eoff = pt_loc_off(eoff);
     if (e < 0)
-        return pt_errf(err, "%s: read of %llu bytes at offset %llu: unexpected end of file (at %llu)", r->path,
+        return pt_errf(err, "%s: read of %llu bytes at offset %llu: unexpected end of file (at %llu)", path,
                        (unsigned long long)len, (unsigned long long)off, (unsigned long long)eoff);
     return pt_errf(err, "%s: read of %llu bytes at offset %llu failed after %d attempts: %s (at offset %llu)",
-                   r->path, (unsigned long long)len, (unsigned long long)off, MAX_ATTEMPTS, strerror(e),
+                   path, (unsigned long long)len, (unsigned long long)off, MAX_ATTEMPTS, strerror(e),
                    (unsigned long long)eoff);
 }
 

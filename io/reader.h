@@ -12,6 +12,9 @@
 // PT_IO_AUTO tries io_uring, then the pool. When the file system refuses
 // O_DIRECT the ordinary descriptor is used instead (still asynchronous).
 //
+// Several files (a split model): offsets are located offsets (io/io.h),
+// naming the file in their top bits; with one file they are plain offsets.
+//
 // Every read goes through its enclosing 4 KiB-aligned range: the caller
 // gives a 4 KiB-aligned destination with room for pt_io_span(off, len)
 // bytes and finds the bytes at dst + pt_io_head(off). Reads are split into
@@ -41,7 +44,9 @@ typedef enum pt_io_mode {
 } pt_io_mode;
 
 typedef struct pt_reader_cfg {
-    const char *path;       // file to read
+    const char *path;       // file to read (when n_paths == 0)
+    const char *const *paths; // (n_paths,) files of a split model: offsets given to
+    int n_paths;            // pt_reader_submit are located (io/io.h), file i = paths[i]
     pt_io_mode mode;        // backend (AUTO: io_uring, else the pool)
     int queue_depth;        // device requests in flight; 0 = 32
     uint64_t max_request;   // bytes per device request (multiple of 4 KiB); 0 = 2 MiB
@@ -74,8 +79,9 @@ static inline uint64_t pt_io_span(uint64_t off, uint64_t len)
     return pt_align_up(off + len, PT_ALIGN) - (off - off % PT_ALIGN);
 }
 
-// Opens path for reading with the configured backend. NULL + err when the
-// file cannot be opened or no backend can be started.
+// Opens path (or every one of paths) for reading with the configured
+// backend. NULL + err when a file cannot be opened or no backend can be
+// started. O_DIRECT is used only when every file takes it.
 pt_reader *pt_reader_open(const pt_reader_cfg *cfg, pt_err *err);
 // Waits for reads still in flight, then releases everything.
 void pt_reader_close(pt_reader *r);

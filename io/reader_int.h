@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "io/io.h"
 #include "io/reader.h"
 
 // One read the caller asked for; split into device requests (chunks).
@@ -59,10 +60,12 @@ typedef struct rd_backend {
 } rd_backend;
 
 struct pt_reader {
-    char *path;
-    int fd;                 // descriptor reads use
-    int fd_plain;           // ordinary descriptor (for hints, or == fd)
-    bool direct;            // fd is O_DIRECT
+    char *path;             // = paths[0] (messages about the reader itself)
+    int n_files;            // files a located offset (io/io.h) may name
+    char **paths;           // (n_files,)
+    int *fds;               // (n_files,) descriptors reads use
+    int *fds_plain;         // (n_files,) ordinary descriptors (for hints, or == fds[i])
+    bool direct;            // every fds[i] is O_DIRECT
     pt_io_mode mode;
     int qd;
     uint64_t max_request;
@@ -83,6 +86,9 @@ struct pt_reader {
     pt_io_fault fault;
     pt_reader_stats st;
 };
+
+// The descriptor and in-file offset of a located offset.
+static inline int rd_fd(const pt_reader *r, uint64_t loc) { return r->fds[pt_loc_file(loc)]; }
 
 int rd_uring_start(pt_reader *r, pt_err *err);
 int rd_pool_start(pt_reader *r, int n_threads, pt_err *err);

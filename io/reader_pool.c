@@ -11,8 +11,9 @@
 
 typedef struct job {
     int id;                  // chunk id
+    int fd;                  // descriptor of the chunk's file
     unsigned char *dst;      // destination of the remaining bytes
-    uint64_t off, len;       // file range still to read
+    uint64_t off, len;       // range still to read, in that file
     int64_t res;             // bytes read or -errno
 } job;
 
@@ -43,7 +44,7 @@ static void *worker(void *arg)
         p->jhead = (p->jhead + 1) % p->cap;
         p->jn--;
         pthread_mutex_unlock(&p->mu);
-        ssize_t n = pread(r->fd, j.dst, j.len, (off_t)j.off);
+        ssize_t n = pread(j.fd, j.dst, j.len, (off_t)j.off);
         j.res = n < 0 ? -(int64_t)errno : (int64_t)n;
         pthread_mutex_lock(&p->mu);
         p->done[(p->dhead + p->dn) % p->cap] = j;
@@ -58,7 +59,7 @@ static int pool_submit(pt_reader *r, int id)
 {
     pool *p = r->be_state;
     const rd_chunk *c = &r->chunks[id];
-    job j = {id, c->dst + c->done, c->foff + c->done, c->len - c->done, 0};
+    job j = {id, rd_fd(r, c->foff), c->dst + c->done, pt_loc_off(c->foff) + c->done, c->len - c->done, 0};
     pthread_mutex_lock(&p->mu);
     if (p->jn + p->dn >= p->cap) {
         pthread_mutex_unlock(&p->mu);

@@ -40,10 +40,12 @@ static int uring_submit(pt_reader *r, int id)
     unsigned char *dst = c->dst + c->done;
     const unsigned n = (unsigned)(c->len - c->done);
     const int bi = fixed_index(r->be_state, dst, n);
+    const int fd = rd_fd(r, c->foff);
+    const uint64_t off = pt_loc_off(c->foff) + c->done;
     if (bi >= 0) // pages pinned once at registration instead of at every read
-        io_uring_prep_read_fixed(sqe, r->fd, dst, n, c->foff + c->done, bi);
+        io_uring_prep_read_fixed(sqe, fd, dst, n, off, bi);
     else
-        io_uring_prep_read(sqe, r->fd, dst, n, c->foff + c->done);
+        io_uring_prep_read(sqe, fd, dst, n, off);
     io_uring_sqe_set_data64(sqe, (uint64_t)id);
     return 0;
 }
