@@ -8,24 +8,24 @@
 
 #include <stdint.h>
 
-#define pt_deq_q2_k NULL
-#define pt_vdot_q2_k_scalar NULL
+void pt_deq_q2_k(const void *src, float *y, int64_t n);
+float pt_vdot_q2_k_scalar(const void *w, const void *xq, int64_t n);
 #define pt_vdot_q2_k_avx2 NULL
 #define pt_vdot_q2_k_avx512 NULL
-#define pt_deq_q3_k NULL
-#define pt_vdot_q3_k_scalar NULL
+void pt_deq_q3_k(const void *src, float *y, int64_t n);
+float pt_vdot_q3_k_scalar(const void *w, const void *xq, int64_t n);
 #define pt_vdot_q3_k_avx2 NULL
 #define pt_vdot_q3_k_avx512 NULL
-#define pt_deq_q4_k NULL
-#define pt_vdot_q4_k_scalar NULL
+void pt_deq_q4_k(const void *src, float *y, int64_t n);
+float pt_vdot_q4_k_scalar(const void *w, const void *xq, int64_t n);
 #define pt_vdot_q4_k_avx2 NULL
 #define pt_vdot_q4_k_avx512 NULL
-#define pt_deq_q5_k NULL
-#define pt_vdot_q5_k_scalar NULL
+void pt_deq_q5_k(const void *src, float *y, int64_t n);
+float pt_vdot_q5_k_scalar(const void *w, const void *xq, int64_t n);
 #define pt_vdot_q5_k_avx2 NULL
 #define pt_vdot_q5_k_avx512 NULL
-#define pt_deq_q6_k NULL
-#define pt_vdot_q6_k_scalar NULL
+void pt_deq_q6_k(const void *src, float *y, int64_t n);
+float pt_vdot_q6_k_scalar(const void *w, const void *xq, int64_t n);
 #define pt_vdot_q6_k_avx2 NULL
 #define pt_vdot_q6_k_avx512 NULL
 

@@ -8,24 +8,29 @@
 
 #include <stdint.h>
 
-#define pt_deq_q4_1 NULL
-#define pt_vdot_q4_1_scalar NULL
+void pt_deq_q4_1(const void *src, float *y, int64_t n);
+float pt_vdot_q4_1_scalar(const void *w, const void *xq, int64_t n);
 #define pt_vdot_q4_1_avx2 NULL
 #define pt_vdot_q4_1_avx512 NULL
-#define pt_deq_q5_0 NULL
-#define pt_vdot_q5_0_scalar NULL
+void pt_deq_q5_0(const void *src, float *y, int64_t n);
+float pt_vdot_q5_0_scalar(const void *w, const void *xq, int64_t n);
 #define pt_vdot_q5_0_avx2 NULL
 #define pt_vdot_q5_0_avx512 NULL
-#define pt_deq_q5_1 NULL
-#define pt_vdot_q5_1_scalar NULL
+void pt_deq_q5_1(const void *src, float *y, int64_t n);
+float pt_vdot_q5_1_scalar(const void *w, const void *xq, int64_t n);
 #define pt_vdot_q5_1_avx2 NULL
 #define pt_vdot_q5_1_avx512 NULL
 
 // Activation quantisers (pt_actq_fn) into ggml's block_q8_0 / block_q8_1 /
 // block_q8_K layouts, rounding exactly as ggml's x86 build quantises
 // activations (what llama.cpp computes with on these machines).
-#define pt_actq_q8_0 NULL
-#define pt_actq_q8_1 NULL
-#define pt_actq_q8_k NULL
+void pt_actq_q8_0(const float *x, void *dst, int64_t n);
+void pt_actq_q8_1(const float *x, void *dst, int64_t n);
+void pt_actq_q8_k(const float *x, void *dst, int64_t n);
+
+
+// Round to nearest, ties to even, independent of the FPU rounding mode
+// (|v| < 2^23): the rounding of ggml's _mm256_round_ps / nearest_int.
+float pt_round_even(float v);
 
 #endif

@@ -1,0 +1,231 @@
+// kernels/qt_legacy.c — Q4_1, Q5_0 and Q5_1 (32-value blocks): ggml's
+// dequantisation to the bit, the scalar dot products with Q8_0 / Q8_1
+// activations (the 32-block contract of qtypes.h), and the three activation
+// quantisers every quantised type's dot product starts from.
+#include "kernels/qt_legacy.h"
+#include "kernels/qt_blocks.h"
+#include "kernels/kern_internal.h"
+
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+// ---- rounding ----------------------------------------------------------
+
+// Round to nearest, ties to even, whatever the FPU rounding mode: truncf is
+// mode-free and v - trunc(v) is exact. |v| < 2^23 (activations scaled to
+// +-127 are far inside).
+float pt_round_even(float v)
+{
+    const float t = truncf(v);
+    const float f = fabsf(v - t);
+    const float away = v < 0 ? t - 1.0f : t + 1.0f;
+    if (f > 0.5f)
+        return away;
+    if (f < 0.5f)
+        return t;
+    return fmodf(t, 2.0f) != 0.0f ? away : t; // a tie: take the even one
+}
+
+static int8_t sat8(float v)
+{
+    return (int8_t)(v > 127.0f ? 127 : v < -128.0f ? -128 : (int)v);
+}
+
+// ---- activation quantisers ---------------------------------------------
+
+// Q8_0 as ggml's x86 quantize_row_q8_0 (AVX2 branch), per 32 values:
+// amax = max |x|; d = amax / 127 stored as fp16; id = 127 / amax (0 when
+// amax == 0; NOT 1 / d as the reference quantiser has it); q = RNE(x * id),
+// saturated to int8 as the packs instructions do.
+void pt_actq_q8_0(const float *x, void *dst, int64_t n)
+{
+    assert(n % 32 == 0);
+    block_q8_0 *y = dst;
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            amax = fmaxf(amax, fabsf(x[j]));
+        const float d = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        y[b].d = pt_f32_to_fp16(d);
+        for (int j = 0; j < 32; j++)
+            y[b].qs[j] = sat8(pt_round_even(x[j] * id));
+    }
+}
+
+// Q8_1 as ggml's x86 quantize_row_q8_1 (AVX2 branch): Q8_0's quants and
+// fp16 d, plus s = fp16(d * sum(q)) with the f32 (not fp16-rounded) d.
+void pt_actq_q8_1(const float *x, void *dst, int64_t n)
+{
+    assert(n % 32 == 0);
+    block_q8_1 *y = dst;
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            amax = fmaxf(amax, fabsf(x[j]));
+        const float d = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        int32_t sum = 0;
+        for (int j = 0; j < 32; j++) {
+            y[b].qs[j] = sat8(pt_round_even(x[j] * id));
+            sum += y[b].qs[j];
+        }
+        y[b].d = pt_f32_to_fp16(d);
+        y[b].s = pt_f32_to_fp16(d * (float)sum);
+    }
+}
+
+// Q8_K as ggml's quantize_row_q8_K_ref (what the x86 build runs), per 256
+// values: max = the first value of largest magnitude, with its sign;
+// iscale = -127 / max; q = min(127, RNE(iscale * x)); bsums = sums of 16;
+// d = 1 / iscale in f32. An all-zero block gets d = 0, q = 0 and (unlike
+// ggml, which leaves them as they were) bsums = 0.
+void pt_actq_q8_k(const float *x, void *dst, int64_t n)
+{
+    assert(n % QK_K == 0);
+    block_q8_K *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        float max = 0.0f, amax = 0.0f;
+        for (int j = 0; j < QK_K; j++)
+            if (fabsf(x[j]) > amax) {
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
+        if (amax == 0.0f) {
+            memset(&y[b], 0, sizeof y[b]);
+            continue;
+        }
+        const float iscale = -127.0f / max;
+        for (int j = 0; j < QK_K; j++) {
+            const float r = pt_round_even(iscale * x[j]);
+            y[b].qs[j] = (int8_t)(r > 127.0f ? 127 : (int)r);
+        }
+        for (int g = 0; g < QK_K / 16; g++) {
+            int sum = 0;
+            for (int j = 0; j < 16; j++)
+                sum += y[b].qs[g * 16 + j];
+            y[b].bsums[g] = (int16_t)sum;
+        }
+        y[b].d = 1.0f / iscale;
+    }
+}
+
+// ---- dequantisation (ggml's dequantize_row_*, same f32 operations) -----
+
+void pt_deq_q4_1(const void *src, float *y, int64_t n)
+{
+    assert(n % 32 == 0);
+    const pt_blk_q4_1 *b = src;
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        const float d = pt_fp16_to_f32(b[i].d), m = pt_fp16_to_f32(b[i].m);
+        for (int j = 0; j < 16; j++) {
+            y[j] = (float)(b[i].qs[j] & 0xF) * d + m;
+            y[j + 16] = (float)(b[i].qs[j] >> 4) * d + m;
+        }
+    }
+}
+
+// The 5-bit quants 0..31 of a Q5_0 / Q5_1 block in value order.
+static void q5_unpack(const uint8_t qh4[4], const uint8_t qs[16], uint8_t q[32])
+{
+    uint32_t qh;
+    memcpy(&qh, qh4, 4);
+    for (int j = 0; j < 16; j++) {
+        q[j] = (uint8_t)((qs[j] & 0xF) | (((qh >> j) & 1) << 4));
+        q[j + 16] = (uint8_t)((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+    }
+}
+
+void pt_deq_q5_0(const void *src, float *y, int64_t n)
+{
+    assert(n % 32 == 0);
+    const pt_blk_q5_0 *b = src;
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        const float d = pt_fp16_to_f32(b[i].d);
+        uint8_t q[32];
+        q5_unpack(b[i].qh, b[i].qs, q);
+        for (int j = 0; j < 32; j++)
+            y[j] = (float)(q[j] - 16) * d;
+    }
+}
+
+void pt_deq_q5_1(const void *src, float *y, int64_t n)
+{
+    assert(n % 32 == 0);
+    const pt_blk_q5_1 *b = src;
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        const float d = pt_fp16_to_f32(b[i].d), m = pt_fp16_to_f32(b[i].m);
+        uint8_t q[32];
+        q5_unpack(b[i].qh, b[i].qs, q);
+        for (int j = 0; j < 32; j++)
+            y[j] = (float)q[j] * d + m;
+    }
+}
+
+// ---- scalar dot products -----------------------------------------------
+//
+// Contract (qtypes.h, 32-value blocks), for block b in order, eight f32
+// lanes acc[] starting at +0:
+//   s_b = exact int32 dot of the weight quants with the activation quants
+//   Q5_0 (Q8_0 act):     acc[b%8] = fmaf((float)s_b, d_w*d_x, acc[b%8])
+//                        with the quants q - 16 (-16..15)
+//   Q4_1/Q5_1 (Q8_1 act): acc[b%8] = fmaf((float)s_b, d_w*d_x, acc[b%8]);
+//                        acc[b%8] = fmaf(m_w, s_x, acc[b%8])
+//                        with the unsigned quants (0..15 / 0..31)
+//   result = ((a0+a4)+(a2+a6))+((a1+a5)+(a3+a7))
+// d_w*d_x is a product of two fp16 values, exact in f32.
+
+float pt_vdot_q4_1_scalar(const void *w, const void *xq, int64_t n)
+{
+    assert(n % 32 == 0);
+    const pt_blk_q4_1 *b = w;
+    const block_q8_1 *x = xq;
+    float acc[8] = {0};
+    for (int64_t i = 0; i < n / 32; i++) {
+        int32_t s = 0;
+        for (int j = 0; j < 16; j++)
+            s += (b[i].qs[j] & 0xF) * x[i].qs[j] + (b[i].qs[j] >> 4) * x[i].qs[j + 16];
+        const float dd = pt_fp16_to_f32(b[i].d) * pt_fp16_to_f32(x[i].d);
+        acc[i % 8] = fmaf((float)s, dd, acc[i % 8]);
+        acc[i % 8] = fmaf(pt_fp16_to_f32(b[i].m), pt_fp16_to_f32(x[i].s), acc[i % 8]);
+    }
+    return pt_reduce8(acc);
+}
+
+float pt_vdot_q5_0_scalar(const void *w, const void *xq, int64_t n)
+{
+    assert(n % 32 == 0);
+    const pt_blk_q5_0 *b = w;
+    const block_q8_0 *x = xq;
+    float acc[8] = {0};
+    for (int64_t i = 0; i < n / 32; i++) {
+        uint8_t q[32];
+        q5_unpack(b[i].qh, b[i].qs, q);
+        int32_t s = 0;
+        for (int j = 0; j < 32; j++)
+            s += (q[j] - 16) * x[i].qs[j];
+        const float dd = pt_fp16_to_f32(b[i].d) * pt_fp16_to_f32(x[i].d);
+        acc[i % 8] = fmaf((float)s, dd, acc[i % 8]);
+    }
+    return pt_reduce8(acc);
+}
+
+float pt_vdot_q5_1_scalar(const void *w, const void *xq, int64_t n)
+{
+    assert(n % 32 == 0);
+    const pt_blk_q5_1 *b = w;
+    const block_q8_1 *x = xq;
+    float acc[8] = {0};
+    for (int64_t i = 0; i < n / 32; i++) {
+        uint8_t q[32];
+        q5_unpack(b[i].qh, b[i].qs, q);
+        int32_t s = 0;
+        for (int j = 0; j < 32; j++)
+            s += q[j] * x[i].qs[j];
+        const float dd = pt_fp16_to_f32(b[i].d) * pt_fp16_to_f32(x[i].d);
+        acc[i % 8] = fmaf((float)s, dd, acc[i % 8]);
+        acc[i % 8] = fmaf(pt_fp16_to_f32(b[i].m), pt_fp16_to_f32(x[i].s), acc[i % 8]);
+    }
+    return pt_reduce8(acc);
+}
