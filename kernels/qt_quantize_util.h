@@ -1,0 +1,51 @@
+// kernels/qt_quantize_util.h — small helpers shared by the quantiser files
+// (qt_quantize.c, qt_quantize_k.c, qt_quantize_iq4.c). Not a public header.
+//
+// Byte-exactness with ggml depends on doing the same f32 operations in the
+// same order; these files are compiled as ISO C (-std=c17, so GCC does not
+// contract a*b+c into an fma) and without -march, like ggml-base.
+#ifndef PETREL_KERNELS_QT_QUANTIZE_UTIL_H
+#define PETREL_KERNELS_QT_QUANTIZE_UTIL_H
+
+#include <assert.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/quant.h"
+
+#define GROUP_MAX_EPS 1e-15f // ggml's "all zero" threshold of a group's amax
+
+// Round to nearest, ties to even, for |v| <= 2^22: adding 1.5 * 2^23 puts
+// the integer in the low mantissa bits (ggml's nearest_int, which defines
+// the rounding the formats are produced with).
+static inline int qz_nearest_int(float v)
+{
+    assert(fabsf(v) <= 4194303.f);
+    float t = v + 12582912.f;
+    int32_t i;
+    memcpy(&i, &t, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+static inline int qz_min_i(int a, int b) { return a < b ? a : b; }
+static inline int qz_max_i(int a, int b) { return a > b ? a : b; }
+
+// Little-endian stores into a block's bytes (the formats are little-endian).
+static inline void qz_put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static inline void qz_put32(uint8_t *p, uint32_t v)
+{
+    for (int k = 0; k < 4; k++)
+        p[k] = (uint8_t)(v >> (8 * k));
+}
+
+// fp16 storage and its exact value back (the second pass of the K types
+// quantises against the stored, rounded scales).
+static inline uint16_t qz_h(float f) { return pt_f32_to_fp16(f); }
+static inline float qz_f(uint16_t h) { return pt_fp16_to_f32(h); }
+
+#endif
