@@ -8,40 +8,46 @@
 
 #include <stdint.h>
 
-#define pt_deq_iq2_xxs NULL
-#define pt_vdot_iq2_xxs_scalar NULL
+// pt_deq_*: ggml's dequantize_row_* bit for bit (pt_dequant_fn).
+// pt_vdot_*_<path>: one row · one activation row (Q8_0 for IQ4_NL, Q8_K for
+// the others, ggml layouts, quants in [-127, 127]); the numerics contract of
+// each type is written above its scalar function in qt_iq.c and every path
+// returns the same bits.
+
+void pt_deq_iq2_xxs(const void *src, float *y, int64_t n);
+float pt_vdot_iq2_xxs_scalar(const void *w, const void *xq, int64_t n);
 #define pt_vdot_iq2_xxs_avx2 NULL
 #define pt_vdot_iq2_xxs_avx512 NULL
-#define pt_deq_iq2_xs NULL
-#define pt_vdot_iq2_xs_scalar NULL
+void pt_deq_iq2_xs(const void *src, float *y, int64_t n);
+float pt_vdot_iq2_xs_scalar(const void *w, const void *xq, int64_t n);
 #define pt_vdot_iq2_xs_avx2 NULL
 #define pt_vdot_iq2_xs_avx512 NULL
-#define pt_deq_iq3_xxs NULL
-#define pt_vdot_iq3_xxs_scalar NULL
+void pt_deq_iq3_xxs(const void *src, float *y, int64_t n);
+float pt_vdot_iq3_xxs_scalar(const void *w, const void *xq, int64_t n);
 #define pt_vdot_iq3_xxs_avx2 NULL
 #define pt_vdot_iq3_xxs_avx512 NULL
-#define pt_deq_iq1_s NULL
-#define pt_vdot_iq1_s_scalar NULL
+void pt_deq_iq1_s(const void *src, float *y, int64_t n);
+float pt_vdot_iq1_s_scalar(const void *w, const void *xq, int64_t n);
 #define pt_vdot_iq1_s_avx2 NULL
 #define pt_vdot_iq1_s_avx512 NULL
-#define pt_deq_iq4_nl NULL
-#define pt_vdot_iq4_nl_scalar NULL
+void pt_deq_iq4_nl(const void *src, float *y, int64_t n);
+float pt_vdot_iq4_nl_scalar(const void *w, const void *xq, int64_t n);
 #define pt_vdot_iq4_nl_avx2 NULL
 #define pt_vdot_iq4_nl_avx512 NULL
-#define pt_deq_iq3_s NULL
-#define pt_vdot_iq3_s_scalar NULL
+void pt_deq_iq3_s(const void *src, float *y, int64_t n);
+float pt_vdot_iq3_s_scalar(const void *w, const void *xq, int64_t n);
 #define pt_vdot_iq3_s_avx2 NULL
 #define pt_vdot_iq3_s_avx512 NULL
-#define pt_deq_iq2_s NULL
-#define pt_vdot_iq2_s_scalar NULL
+void pt_deq_iq2_s(const void *src, float *y, int64_t n);
+float pt_vdot_iq2_s_scalar(const void *w, const void *xq, int64_t n);
 #define pt_vdot_iq2_s_avx2 NULL
 #define pt_vdot_iq2_s_avx512 NULL
-#define pt_deq_iq4_xs NULL
-#define pt_vdot_iq4_xs_scalar NULL
+void pt_deq_iq4_xs(const void *src, float *y, int64_t n);
+float pt_vdot_iq4_xs_scalar(const void *w, const void *xq, int64_t n);
 #define pt_vdot_iq4_xs_avx2 NULL
 #define pt_vdot_iq4_xs_avx512 NULL
-#define pt_deq_iq1_m NULL
-#define pt_vdot_iq1_m_scalar NULL
+void pt_deq_iq1_m(const void *src, float *y, int64_t n);
+float pt_vdot_iq1_m_scalar(const void *w, const void *xq, int64_t n);
 #define pt_vdot_iq1_m_avx2 NULL
 #define pt_vdot_iq1_m_avx512 NULL
 

@@ -1,0 +1,380 @@
+// tests/test_qt_iq.c — the i-quants (kernels/qt_iq*.c).
+// References: llama.cpp's own dequantisation of sampled rows of the tiny-dsv3
+// i-quant files (tests/fixtures/llamacpp/samples + qrows: ggml's
+// dequantize_row_iq*, bit for bit); ggml's lookup tables through spot
+// values copied from ggml-common.h; for the dot products a double-precision
+// dot of the dequantised weights with the dequantised activations (within
+// a bound derived from the magnitudes), and bit equality of every compiled
+// path with the scalar one.
+#include <criterion/criterion.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/qtypes.h"
+#include "kernels/qt_iq_grid.h"
+#include "tests/testutil.h"
+
+static uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static uint32_t rnd32(void)
+{
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (uint32_t)(rng >> 11);
+}
+static float rndf(float lo, float hi) { return lo + (hi - lo) * (float)(rnd32() & 0xFFFFFF) / 16777216.0f; }
+
+static const uint32_t IQ_TYPES[] = {PT_IQ1_S, PT_IQ1_M, PT_IQ2_XXS, PT_IQ2_XS, PT_IQ2_S,
+                                    PT_IQ3_XXS, PT_IQ3_S, PT_IQ4_NL, PT_IQ4_XS};
+#define N_IQ_TYPES (sizeof IQ_TYPES / sizeof IQ_TYPES[0])
+
+static bool is_iq(uint32_t t)
+{
+    for (size_t k = 0; k < N_IQ_TYPES; k++)
+        if (IQ_TYPES[k] == t)
+            return true;
+    return false;
+}
+
+static const pt_qtraits *traits_by_ggml_name(const char *name)
+{
+    for (uint32_t t = 0; t < 40; t++) {
+        const pt_qtraits *q = pt_qtraits_of(t);
+        if (q && strcmp(q->ggml_name, name) == 0)
+            return q;
+    }
+    return NULL;
+}
+
+// ---- tables ----------------------------------------------------------------
+
+Test(iq_grid, spot_values_from_ggml_common_h)
+{
+    // first / last / an inner entry of each table, as printed in ggml-common.h
+    cr_assert_eq(pt_iq2xxs_grid[0], 0x0808080808080808ull);
+    cr_assert_eq(pt_iq2xxs_grid[128], 0x082b2b0808082b08ull);
+    cr_assert_eq(pt_iq2xxs_grid[255], 0x2b2b2b1908081908ull);
+    cr_assert_eq(pt_iq2xs_grid[256], 0x190808080808192bull);
+    cr_assert_eq(pt_iq2xs_grid[511], 0x2b2b2b2b2b2b2b2bull);
+    cr_assert_eq(pt_iq2s_grid[512], 0x19080819082b1919ull);
+    cr_assert_eq(pt_iq2s_grid[1023], 0x2b2b2b2b2b2b2b2bull);
+    cr_assert_eq(pt_iq3xxs_grid[128], 0x141c3e04u);
+    cr_assert_eq(pt_iq3xxs_grid[255], 0x3e341c04u);
+    cr_assert_eq(pt_iq3s_grid[256], 0x05090507u);
+    cr_assert_eq(pt_iq3s_grid[511], 0x0f0f0101u);
+    cr_assert_eq(pt_iq1s_grid[0], 0xffffffffffffffffull);
+    cr_assert_eq(pt_iq1s_grid[1024], 0x0000000000ff0100ull);
+    cr_assert_eq(pt_iq1s_grid[2047], 0x0101010101010101ull);
+    cr_assert_eq(pt_ksigns_iq2xs[1], 129);
+    cr_assert_eq(pt_ksigns_iq2xs[127], 255);
+    const int8_t kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    cr_assert_eq(memcmp(pt_kvalues_iq4nl, kv, 16), 0);
+}
+
+Test(iq_grid, structure)
+{
+    // properties the format defines: IQ2 grids use magnitudes {8, 25, 43},
+    // IQ3_XXS {4, 12, ..., 52, 62}, IQ3_S odd 1..15, IQ1 {-1, 0, 1}; entries
+    // are distinct; ksigns has even parity and keeps the 7 low bits;
+    // ksigns_pm1 is its byte expansion.
+    const uint64_t *g2[3] = {pt_iq2xxs_grid, pt_iq2xs_grid, pt_iq2s_grid};
+    const int n2[3] = {256, 512, 1024};
+    for (int t = 0; t < 3; t++)
+        for (int k = 0; k < n2[t]; k++) {
+            for (int j = 0; j < 8; j++) {
+                const int v = (int)(g2[t][k] >> 8 * j & 0xff);
+                cr_assert(v == 8 || v == 25 || v == 43, "grid %d entry %d", t, k);
+            }
+            if (k)
+                cr_assert(g2[t][k] > g2[t][k - 1], "sorted and distinct");
+        }
+    for (int k = 0; k < 256; k++)
+        for (int j = 0; j < 4; j++) {
+            const int v = (int)(pt_iq3xxs_grid[k] >> 8 * j & 0xff);
+            cr_assert(v == 62 || (v % 8 == 4 && v <= 52), "iq3xxs %d", k);
+        }
+    for (int k = 0; k < 512; k++)
+        for (int j = 0; j < 4; j++) {
+            const int v = (int)(pt_iq3s_grid[k] >> 8 * j & 0xff);
+            cr_assert(v % 2 == 1 && v <= 15, "iq3s %d", k);
+        }
+    for (int k = 0; k < 2048; k++) {
+        for (int j = 0; j < 8; j++) {
+            const int v = (int8_t)(pt_iq1s_grid[k] >> 8 * j & 0xff);
+            cr_assert(v >= -1 && v <= 1, "iq1s %d", k);
+        }
+        if (k)
+            cr_assert(pt_iq1s_grid[k] != pt_iq1s_grid[k - 1]);
+    }
+    for (int k = 0; k < 128; k++) {
+        const int s = pt_ksigns_iq2xs[k];
+        cr_assert_eq(s & 127, k);
+        cr_assert_eq(__builtin_popcount(s) % 2, 0);
+        for (int j = 0; j < 8; j++)
+            cr_assert_eq((int8_t)(pt_ksigns_pm1[k] >> 8 * j & 0xff), s >> j & 1 ? -1 : 1);
+    }
+}
+
+// ---- dequantisation against llama.cpp's --------------------------------------
+
+// Every tensor of an i-quant type in the sampled rows of <label>: our
+// dequantisation of its stored bytes equals ggml's floats bit for bit.
+// Returns how many rows were checked.
+static int check_label(const char *label, int *per_type)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "llamacpp/samples/tiny-dsv3-%s.rows.json", label);
+    char *pj = tu_fixture(rel);
+    snprintf(rel, sizeof rel, "llamacpp/samples/tiny-dsv3-%s.rows.f32", label);
+    char *pf = tu_fixture(rel);
+    snprintf(rel, sizeof rel, "llamacpp/qrows/tiny-dsv3-%s.qrows.json", label);
+    char *pqj = tu_fixture(rel);
+    snprintf(rel, sizeof rel, "llamacpp/qrows/tiny-dsv3-%s.qrows.bin", label);
+    char *pqb = tu_fixture(rel);
+    json_object *rows = json_object_from_file(pj), *qrows = json_object_from_file(pqj);
+    size_t flen = 0, qlen = 0;
+    uint8_t *f32 = tu_read(pf, &flen), *qbin = tu_read(pqb, &qlen);
+    cr_assert(rows && qrows && f32 && qbin, "fixtures of %s", label);
+
+    json_object *tensors = json_object_object_get(rows, "tensors");
+    int checked = 0;
+    for (size_t t = 0; t < json_object_array_length(tensors); t++) {
+        json_object *te = json_object_array_get_idx(tensors, t);
+        const char *name = json_object_get_string(json_object_object_get(te, "name"));
+        const char *type = json_object_get_string(json_object_object_get(te, "type"));
+        const pt_qtraits *q = traits_by_ggml_name(type);
+        cr_assert(q, "%s: type %s unknown", name, type);
+        uint32_t id = 0;
+        while (pt_qtraits_of(id) != q)
+            id++;
+        if (!is_iq(id))
+            continue;
+        cr_assert(q->dequant, "%s: no dequant", type);
+        const int64_t n = json_object_get_int64(json_object_object_get(te, "n_per_row"));
+        const int64_t foff = json_object_get_int64(json_object_object_get(te, "offset_bytes"));
+        json_object *qe = json_object_object_get(qrows, name);
+        cr_assert(qe, "%s: %s not in qrows", label, name);
+        const int64_t qoff = json_object_get_int64(json_object_array_get_idx(qe, 0));
+        const int64_t qrb = json_object_get_int64(json_object_array_get_idx(qe, 1));
+        cr_assert_eq(qrb, n / q->blck * q->bytes, "%s: row bytes", name);
+        const size_t nrows = json_object_array_length(json_object_object_get(te, "rows"));
+        float *got = malloc((size_t)n * sizeof(float));
+        uint8_t *qcopy = malloc((size_t)qrb);
+        for (size_t r = 0; r < nrows; r++) {
+            cr_assert((size_t)(qoff + (int64_t)(r + 1) * qrb) <= qlen);
+            cr_assert((size_t)foff + (r + 1) * (size_t)n * 4 <= flen);
+            memcpy(qcopy, qbin + qoff + (int64_t)r * qrb, (size_t)qrb); // any alignment
+            q->dequant(qcopy, got, n);
+            const uint8_t *want = f32 + foff + r * (size_t)n * 4;
+            for (int64_t j = 0; j < n; j++) {
+                float w;
+                memcpy(&w, want + 4 * j, 4);
+                cr_assert_eq(fbits(got[j]), fbits(w), "%s %s row %zu [%ld]: %.9g vs ggml %.9g",
+                             label, name, r, (long)j, got[j], w);
+            }
+            checked++;
+            per_type[id]++;
+        }
+        free(got);
+        free(qcopy);
+    }
+    json_object_put(rows);
+    json_object_put(qrows);
+    free(f32); free(qbin); free(pj); free(pf); free(pqj); free(pqb);
+    return checked;
+}
+
+Test(iq_dequant, bit_identical_to_ggml)
+{
+    const char *labels[] = {"IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S",
+                            "IQ3_XXS", "IQ3_S", "IQ4_NL", "IQ4_XS", "IQ2_M"};
+    int per_type[40] = {0}, total = 0;
+    for (size_t k = 0; k < sizeof labels / sizeof labels[0]; k++)
+        total += check_label(labels[k], per_type);
+    for (size_t k = 0; k < N_IQ_TYPES; k++)
+        cr_assert(per_type[IQ_TYPES[k]] > 0, "no fixture rows of type %u", IQ_TYPES[k]);
+    cr_assert(total > 1000, "%d rows", total);
+}
+
+// ---- dot products ------------------------------------------------------------
+
+// Random weight blocks: random bytes, then a sane fp16 scale where the type
+// keeps one (IQ1_M: in the top nibbles of its four scale words).
+static void rand_weights(uint32_t t, uint8_t *w, int64_t n)
+{
+    const pt_qtraits *q = pt_qtraits_of(t);
+    const int64_t nb = n / q->blck;
+    for (int64_t i = 0; i < nb * q->bytes; i++)
+        w[i] = (uint8_t)rnd32();
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *blk = w + b * q->bytes;
+        const uint16_t h = pt_f32_to_fp16(rndf(0.0005f, 0.02f) * (rnd32() & 1 ? -1.0f : 1.0f));
+        if (t == PT_IQ1_M) {
+            uint8_t *sc = blk + 48;
+            for (int k = 0; k < 4; k++)
+                sc[2 * k + 1] = (uint8_t)((sc[2 * k + 1] & 0x0f) | ((h >> 4 * k & 0xf) << 4));
+        } else {
+            blk[0] = (uint8_t)h;
+            blk[1] = (uint8_t)(h >> 8);
+        }
+    }
+}
+
+// Activations in the act type's ggml layout with quants in [-127, 127]
+// (mode 0 random, 1 all +127, 2 all -127), and their dequantised floats.
+static void rand_act(pt_dtype act, void *xq, float *xf, int64_t n, int mode)
+{
+    for (int64_t i = 0; i < n; i++)
+        xf[i] = mode == 1 ? 127.0f : mode == 2 ? -127.0f : (float)((int)(rnd32() % 255) - 127);
+    if (act == PT_Q8_K) {
+        block_q8_K *y = xq;
+        for (int64_t b = 0; b < n / QK_K; b++) {
+            y[b].d = rndf(0.001f, 0.05f);
+            for (int j = 0; j < QK_K; j++)
+                y[b].qs[j] = (int8_t)xf[b * QK_K + j];
+            for (int g = 0; g < 16; g++) {
+                int s = 0;
+                for (int j = 0; j < 16; j++)
+                    s += y[b].qs[16 * g + j];
+                y[b].bsums[g] = (int16_t)s;
+            }
+            for (int j = 0; j < QK_K; j++)
+                xf[b * QK_K + j] *= y[b].d;
+        }
+    } else {
+        block_q8_0 *y = xq;
+        for (int64_t b = 0; b < n / QK; b++) {
+            y[b].d = pt_f32_to_fp16(rndf(0.001f, 0.05f));
+            const float d = pt_fp16_to_f32(y[b].d);
+            for (int j = 0; j < QK; j++) {
+                y[b].qs[j] = (int8_t)xf[b * QK + j];
+                xf[b * QK + j] *= d;
+            }
+        }
+    }
+}
+
+static bool path_available(int path)
+{
+#if defined(__x86_64__)
+    if (path == PT_QPATH_AVX2)
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    if (path == PT_QPATH_AVX512)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") &&
+               __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#endif
+    return path == PT_QPATH_SCALAR;
+}
+
+static void check_vdot(uint32_t t)
+{
+    const pt_qtraits *q = pt_qtraits_of(t);
+    cr_assert(q && q->vdot[PT_QPATH_SCALAR], "%u: no scalar vdot", t);
+    const int64_t lens_k[] = {256, 512, 768, 2048, 7168};
+    const int64_t lens_nl[] = {32, 64, 96, 128, 160, 192, 224, 288, 512, 7168};
+    const bool nl = t == PT_IQ4_NL;
+    const int64_t *lens = nl ? lens_nl : lens_k;
+    const size_t nlens = nl ? 10 : 5;
+    for (size_t li = 0; li < nlens; li++) {
+        const int64_t n = lens[li];
+        uint8_t *w = malloc((size_t)(n / q->blck * q->bytes));
+        void *xq = aligned_alloc(64, (pt_act_row_bytes(q->act, n) + 63) / 64 * 64);
+        float *wf = malloc((size_t)n * 4), *xf = malloc((size_t)n * 4);
+        for (int rep = 0; rep < 12; rep++) {
+            rand_weights(t, w, n);
+            rand_act(q->act, xq, xf, n, rep < 10 ? 0 : rep - 9);
+            q->dequant(w, wf, n);
+            double ref = 0, mag = 0;
+            for (int64_t i = 0; i < n; i++) {
+                ref += (double)wf[i] * xf[i];
+                mag += fabs((double)wf[i] * xf[i]);
+            }
+            const float s = q->vdot[PT_QPATH_SCALAR](w, xq, n);
+            // each super-block (or block) contributes its exact sum rounded a
+            // few times (scale products, int -> float, the fma), each
+            // dequantised weight is itself rounded once: a few ulps of the
+            // magnitude per term.
+            const double tol = 8.0 * 0x1p-24 * (mag + fabs(ref)) + 1e-30;
+            cr_assert(fabs((double)s - ref) <= tol, "%s n=%ld rep %d: %.9g vs %.9g (tol %.3g)",
+                      q->name, (long)n, rep, s, ref, tol);
+            for (int p = 1; p < PT_QPATH_N; p++) {
+                if (!q->vdot[p] || !path_available(p))
+                    continue;
+                const float v = q->vdot[p](w, xq, n);
+                cr_assert_eq(fbits(v), fbits(s), "%s path %d n=%ld rep %d: %.9g vs scalar %.9g",
+                             q->name, p, (long)n, rep, v, s);
+            }
+        }
+        free(w); free(xq); free(wf); free(xf);
+    }
+}
+
+Test(iq_vdot, iq1_s) { check_vdot(PT_IQ1_S); }
+Test(iq_vdot, iq1_m) { check_vdot(PT_IQ1_M); }
+Test(iq_vdot, iq2_xxs) { check_vdot(PT_IQ2_XXS); }
+Test(iq_vdot, iq2_xs) { check_vdot(PT_IQ2_XS); }
+Test(iq_vdot, iq2_s) { check_vdot(PT_IQ2_S); }
+Test(iq_vdot, iq3_xxs) { check_vdot(PT_IQ3_XXS); }
+Test(iq_vdot, iq3_s) { check_vdot(PT_IQ3_S); }
+Test(iq_vdot, iq4_nl) { check_vdot(PT_IQ4_NL); }
+Test(iq_vdot, iq4_xs) { check_vdot(PT_IQ4_XS); }
+
+// The dequantisation of real llama.cpp blocks (the fixture rows) meets the
+// dot product too: scalar vdot of a fixture row with random activations
+// against the float dot of ggml's own dequantised floats.
+Test(iq_vdot, fixture_rows_against_ggml_floats)
+{
+    const char *labels[] = {"IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_XS"};
+    for (size_t k = 0; k < sizeof labels / sizeof labels[0]; k++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "llamacpp/samples/tiny-dsv3-%s.rows.json", labels[k]);
+        char *pj = tu_fixture(rel);
+        snprintf(rel, sizeof rel, "llamacpp/samples/tiny-dsv3-%s.rows.f32", labels[k]);
+        char *pf = tu_fixture(rel);
+        snprintf(rel, sizeof rel, "llamacpp/qrows/tiny-dsv3-%s.qrows.json", labels[k]);
+        char *pqj = tu_fixture(rel);
+        snprintf(rel, sizeof rel, "llamacpp/qrows/tiny-dsv3-%s.qrows.bin", labels[k]);
+        char *pqb = tu_fixture(rel);
+        json_object *rows = json_object_from_file(pj), *qrows = json_object_from_file(pqj);
+        size_t flen, qlen;
+        uint8_t *f32 = tu_read(pf, &flen), *qbin = tu_read(pqb, &qlen);
+        cr_assert(rows && qrows && f32 && qbin);
+        json_object *tensors = json_object_object_get(rows, "tensors");
+        for (size_t t = 0; t < json_object_array_length(tensors); t++) {
+            json_object *te = json_object_array_get_idx(tensors, t);
+            const char *name = json_object_get_string(json_object_object_get(te, "name"));
+            const pt_qtraits *q = traits_by_ggml_name(json_object_get_string(json_object_object_get(te, "type")));
+            if (!q || q->act != PT_Q8_K || strncmp(q->name, "iq", 2) != 0)
+                continue;
+            const int64_t n = json_object_get_int64(json_object_object_get(te, "n_per_row"));
+            const int64_t foff = json_object_get_int64(json_object_object_get(te, "offset_bytes"));
+            json_object *qe = json_object_object_get(qrows, name);
+            const int64_t qoff = json_object_get_int64(json_object_array_get_idx(qe, 0));
+            void *xq = aligned_alloc(64, (pt_act_row_bytes(PT_Q8_K, n) + 63) / 64 * 64);
+            float *xf = malloc((size_t)n * 4), *wf = malloc((size_t)n * 4);
+            rand_act(PT_Q8_K, xq, xf, n, 0);
+            memcpy(wf, f32 + foff, (size_t)n * 4);
+            double ref = 0, mag = 0;
+            for (int64_t i = 0; i < n; i++) {
+                ref += (double)wf[i] * xf[i];
+                mag += fabs((double)wf[i] * xf[i]);
+            }
+            const float s = q->vdot[PT_QPATH_SCALAR](qbin + qoff, xq, n);
+            cr_assert(fabs((double)s - ref) <= 8.0 * 0x1p-24 * (mag + fabs(ref)) + 1e-30,
+                      "%s %s: %.9g vs %.9g", labels[k], name, s, ref);
+            for (int p = 1; p < PT_QPATH_N; p++)
+                if (q->vdot[p] && path_available(p))
+                    cr_assert_eq(fbits(q->vdot[p](qbin + qoff, xq, n)), fbits(s), "%s %s path %d",
+                                 labels[k], name, p);
+            free(xq); free(xf); free(wf);
+        }
+        json_object_put(rows);
+        json_object_put(qrows);
+        free(f32); free(qbin); free(pj); free(pf); free(pqj); free(pqb);
+    }
+}
