@@ -1,0 +1,341 @@
+// tests/test_qt_k.c — the dot products of Q4_1, Q5_0, Q5_1 and Q2_K..Q6_K
+// and the three activation quantisers.
+// References: (1) a float dot of ggml-dequantised weights (pt_deq_*, itself
+// checked bit for bit against ggml in test_qt_dequant_ggml) with the
+// dequantised activations, computed in double, within a bound derived from
+// the magnitudes of the terms; (2) every SIMD path equals the scalar path
+// bit for bit (the family contracts of qtypes.h); (3) the activation
+// quantisers against a straightforward reimplementation of ggml's
+// formulas written here (lrintf in the default rounding mode, i.e. ties to
+// even, as _mm256_round_ps and nearest_int round) on crafted inputs.
+#include <criterion/criterion.h>
+#include <fenv.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/qtypes.h"
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static uint32_t rnd32(void)
+{
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (uint32_t)(rng >> 11);
+}
+static float rndf(float lo, float hi) { return lo + (hi - lo) * (float)(rnd32() & 0xFFFFFF) / 16777216.0f; }
+static float rndn(void) // roughly normal: sum of 4 uniforms, centred
+{
+    return rndf(-1, 1) + rndf(-1, 1) + rndf(-1, 1) + rndf(-1, 1);
+}
+static uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+// Where a type keeps its fp16 scale and (if any) its min inside a block,
+// and the largest factor the min field is multiplied by (6-bit or 4-bit
+// integer mins of the K types; 1 for the float min of Q4_1 / Q5_1).
+typedef struct {
+    pt_dtype t;
+    int dofs;     // byte offset of fp16 d
+    int mofs;     // byte offset of fp16 dmin / m, -1 if none
+    float mmul;   // max integer multiplier of the min
+} tinfo;
+
+static const tinfo types[] = {
+    {PT_Q4_1, 0, 2, 1}, {PT_Q5_0, 0, -1, 0}, {PT_Q5_1, 0, 2, 1},
+    {PT_Q2_K, 80, 82, 15}, {PT_Q3_K, 108, -1, 0}, {PT_Q4_K, 0, 2, 63},
+    {PT_Q5_K, 0, 2, 63}, {PT_Q6_K, 208, -1, 0},
+};
+#define NTYPES_T (sizeof types / sizeof types[0])
+
+static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
+static uint16_t get16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+
+// Random weight row: random bytes, fp16 scales set by `mode`:
+// 0 typical (d ~ 1e-3 .. 1e-2), 1 extremes (largest fp16, subnormal, zero,
+// negative, mixed per block), 2 all-ones bytes (largest quants and scales).
+static void rand_row(const tinfo *ti, uint8_t *w, int64_t nblk, int mode)
+{
+    const pt_qtraits *q = pt_qtraits_of(ti->t);
+    for (int64_t i = 0; i < nblk * q->bytes; i++)
+        w[i] = mode == 2 ? 0xFF : (uint8_t)rnd32();
+    static const float ext[] = {65504.0f, -65504.0f, 6e-8f, -6e-8f, 0.0f, 1.0f, -0.5f, 3e-5f};
+    for (int64_t b = 0; b < nblk; b++) {
+        uint8_t *blk = w + b * q->bytes;
+        float d, m;
+        if (mode == 1) {
+            d = ext[rnd32() % 8];
+            m = ext[rnd32() % 8];
+        } else {
+            d = rndf(1e-3f, 1e-2f) * (rnd32() & 1 ? 1 : -1);
+            m = rndf(1e-3f, 1e-2f) * (mode == 2 ? 1 : -1);
+        }
+        put16(blk + ti->dofs, pt_f32_to_fp16(d));
+        if (ti->mofs >= 0)
+            put16(blk + ti->mofs, pt_f32_to_fp16(m));
+    }
+}
+
+// Random activation vector: mode 0 normal-ish, 1 spiky (one huge value per
+// 32 among small ones, some all-zero blocks), 2 a constant of large
+// magnitude (every quant +-127).
+static void rand_x(float *x, int64_t n, int mode)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (mode == 2)
+            x[i] = (rnd32() & 1) ? 3.0f : -3.0f;
+        else if (mode == 1)
+            x[i] = (i % 32 == 7) ? rndf(-1e4f, 1e4f) : ((i / 64) % 5 == 3 ? 0.0f : rndn() * 1e-3f);
+        else
+            x[i] = rndn();
+    }
+}
+
+// Activation value i as the quantised vector encodes it.
+static double act_value(pt_dtype act, const void *xq, int64_t i)
+{
+    if (act == PT_Q8_K) {
+        const block_q8_K *b = (const block_q8_K *)xq + i / QK_K;
+        return (double)b->d * b->qs[i % QK_K];
+    }
+    if (act == PT_Q8_1) {
+        const block_q8_1 *b = (const block_q8_1 *)xq + i / 32;
+        return (double)pt_fp16_to_f32(b->d) * b->qs[i % 32];
+    }
+    const block_q8_0 *b = (const block_q8_0 *)xq + i / 32;
+    return (double)pt_fp16_to_f32(b->d) * b->qs[i % 32];
+}
+
+static bool path_ok(int path)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (path == PT_QPATH_AVX2)
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (path == PT_QPATH_AVX512)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#endif
+    return path == PT_QPATH_SCALAR;
+}
+
+// One case: scalar vdot against the float reference, every path against
+// the scalar one, bit for bit.
+static void check_case(const tinfo *ti, int64_t n, int wmode, int xmode)
+{
+    const pt_qtraits *q = pt_qtraits_of(ti->t);
+    cr_assert(q && q->dequant && q->vdot[PT_QPATH_SCALAR], "%s incomplete", pt_dtype_name(ti->t));
+    const int64_t nblk = n / q->blck;
+    uint8_t *w = malloc((size_t)(nblk * q->bytes));
+    float *x = malloc((size_t)n * 4), *wd = malloc((size_t)n * 4);
+    void *xq = malloc(pt_act_row_bytes(q->act, n));
+    rand_row(ti, w, nblk, wmode);
+    rand_x(x, n, xmode);
+    pt_actq_of(q->act)(x, xq, n);
+    q->dequant(w, wd, n);
+
+    // reference and the bound: the kernel's terms are d*sc*q*x and
+    // dmin*m*x (or m * s_x), each at most |w| + |min part|; a handful of
+    // f32 roundings per block and one per accumulation step.
+    double ref = 0, mag = 0, srnd = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double xv = act_value(q->act, xq, i);
+        const uint8_t *blk = w + (i / q->blck) * q->bytes;
+        const double mb = ti->mofs >= 0 ? fabs(pt_fp16_to_f32(get16(blk + ti->mofs))) * ti->mmul : 0;
+        ref += (double)wd[i] * xv;
+        mag += fabs(xv) * (fabs(wd[i]) + 2 * mb);
+    }
+    if (q->act == PT_Q8_1) // s = fp16(d * sum q): the min term carries a 2^-11 rounding
+        for (int64_t b = 0; b < nblk; b++) {
+            const block_q8_1 *xb = (const block_q8_1 *)xq + b;
+            srnd += fabs(pt_fp16_to_f32(get16(w + b * q->bytes + ti->mofs))) *
+                    fabs(pt_fp16_to_f32(xb->s)) * 0x1p-10;
+        }
+    const double tol = (8.0 + 3.0 * (double)nblk) * 0x1p-23 * mag + srnd + 1e-30;
+    const float got = q->vdot[PT_QPATH_SCALAR](w, xq, n);
+    if (isfinite(ref) && fabs(ref) < 1e30)
+        cr_assert(fabs((double)got - ref) <= tol, "%s n=%lld w%d x%d: scalar %.9g ref %.9g tol %.3g",
+                  pt_dtype_name(ti->t), (long long)n, wmode, xmode, got, ref, tol);
+    for (int p = 1; p < PT_QPATH_N; p++) {
+        if (!path_ok(p) || !q->vdot[p])
+            continue;
+        const float g = q->vdot[p](w, xq, n);
+        cr_assert(fbits(g) == fbits(got) || (isnan(g) && isnan(got)),
+                  "%s n=%lld w%d x%d: path %d %.9g != scalar %.9g", pt_dtype_name(ti->t), (long long)n, wmode,
+                  xmode, p, g, got);
+    }
+    free(w); free(x); free(wd); free(xq);
+}
+
+Test(qt_vdot, scalar_vs_float_and_paths_bit_exact)
+{
+    static const int64_t lens[] = {256, 512, 768, 1280, 1792, 2048, 3328, 7168};
+    for (size_t k = 0; k < NTYPES_T; k++)
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+            for (int wm = 0; wm < 3; wm++)
+                for (int xm = 0; xm < 3; xm++)
+                    for (int rep = 0; rep < 3; rep++)
+                        check_case(&types[k], lens[l], wm, xm);
+}
+
+// 32-value types also at lengths that are not multiples of 256 (tails of
+// fewer than 8 blocks in the SIMD paths).
+Test(qt_vdot, legacy_odd_lengths)
+{
+    static const int64_t lens[] = {32, 64, 96, 160, 224, 288, 544, 7200};
+    for (size_t k = 0; k < 3; k++)
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+            for (int wm = 0; wm < 3; wm++)
+                for (int xm = 0; xm < 3; xm++)
+                    check_case(&types[k], lens[l], wm, xm);
+}
+
+Test(qt_vdot, paths_reported)
+{
+    for (size_t k = 0; k < NTYPES_T; k++) {
+        const pt_qtraits *q = pt_qtraits_of(types[k].t);
+        cr_log_info("%-5s scalar%s%s", q->name, q->vdot[1] ? " avx2" : "", q->vdot[2] ? " avx512" : "");
+        cr_assert(pt_dtype_valid(types[k].t), "%s not supported", q->name);
+    }
+}
+
+// ---- activation quantisers ---------------------------------------------
+
+// ggml's x86 quantize_row_q8_0 / q8_1 written out plainly.
+static void ref_q8_01(const float *x, int8_t *qs, float *d, float *sumd)
+{
+    float amax = 0;
+    for (int j = 0; j < 32; j++)
+        if (fabsf(x[j]) > amax)
+            amax = fabsf(x[j]);
+    *d = amax / 127.0f;
+    const float id = amax != 0 ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < 32; j++) {
+        long v = lrintf(x[j] * id);
+        qs[j] = (int8_t)(v > 127 ? 127 : v < -128 ? -128 : v);
+        sum += qs[j];
+    }
+    *sumd = *d * (float)sum;
+}
+
+static void crafted_block32(float *x, int kind)
+{
+    switch (kind) {
+    case 0: // amax 127: id = 1, the values themselves are rounded; ties
+        for (int j = 0; j < 32; j++)
+            x[j] = (float)(j - 16) + 0.5f;
+        x[31] = 127.0f;
+        break;
+    case 1: // all zero
+        for (int j = 0; j < 32; j++)
+            x[j] = 0.0f;
+        break;
+    case 2: // negative max, ties at -x.5
+        for (int j = 0; j < 32; j++)
+            x[j] = -(float)j - 0.5f;
+        x[3] = -127.0f;
+        break;
+    case 3: // signed zeros and tiny values
+        for (int j = 0; j < 32; j++)
+            x[j] = (j & 1) ? -0.0f : 1e-30f * (float)j;
+        break;
+    default: // random
+        for (int j = 0; j < 32; j++)
+            x[j] = rndn() * 10.0f;
+    }
+}
+
+Test(actq, q8_0_and_q8_1_match_ggml_x86)
+{
+    cr_assert_eq(fegetround(), FE_TONEAREST);
+    float x[32 * 12];
+    for (int b = 0; b < 12; b++)
+        crafted_block32(x + 32 * b, b < 4 ? b : 4);
+    block_q8_0 y0[12];
+    block_q8_1 y1[12];
+    pt_actq_of(PT_Q8_0)(x, y0, 32 * 12);
+    pt_actq_of(PT_Q8_1)(x, y1, 32 * 12);
+    for (int b = 0; b < 12; b++) {
+        int8_t qs[32];
+        float d, sd;
+        ref_q8_01(x + 32 * b, qs, &d, &sd);
+        cr_assert_eq(y0[b].d, pt_f32_to_fp16(d), "block %d", b);
+        cr_assert_eq(y1[b].d, pt_f32_to_fp16(d), "block %d", b);
+        cr_assert_eq(y1[b].s, pt_f32_to_fp16(sd), "block %d", b);
+        cr_assert(memcmp(y0[b].qs, qs, 32) == 0, "q8_0 block %d", b);
+        cr_assert(memcmp(y1[b].qs, qs, 32) == 0, "q8_1 block %d", b);
+    }
+    // the tie block by hand: x = j - 15.5 with id = 1 -> even neighbours
+    cr_assert_eq(y0[0].qs[0], -16); // -15.5 -> -16
+    cr_assert_eq(y0[0].qs[1], -14); // -14.5 -> -14
+    cr_assert_eq(y0[0].qs[16], 0);  // 0.5 -> 0
+    cr_assert_eq(y0[0].qs[17], 2);  // 1.5 -> 2
+    cr_assert_eq(y0[1].d, 0);
+}
+
+// ggml's quantize_row_q8_K_ref written out plainly (bsums of a zero block
+// taken as 0: ggml leaves them untouched there, Petrel clears them).
+static void ref_q8_k(const float *x, block_q8_K *y)
+{
+    float max = 0, amax = 0;
+    for (int j = 0; j < QK_K; j++)
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    memset(y, 0, sizeof *y);
+    if (amax == 0)
+        return;
+    const float iscale = -127.0f / max;
+    for (int j = 0; j < QK_K; j++) {
+        long v = lrintf(iscale * x[j]);
+        y->qs[j] = (int8_t)(v > 127 ? 127 : v);
+    }
+    for (int g = 0; g < 16; g++) {
+        int s = 0;
+        for (int j = 0; j < 16; j++)
+            s += y->qs[16 * g + j];
+        y->bsums[g] = (int16_t)s;
+    }
+    y->d = 1 / iscale;
+}
+
+Test(actq, q8_k_matches_ggml_ref)
+{
+    enum { NB = 6 };
+    float x[QK_K * NB];
+    for (int i = 0; i < QK_K * NB; i++)
+        x[i] = rndn();
+    // block 0: max -127 (iscale = +1): values are rounded as they are; ties
+    for (int j = 0; j < QK_K; j++)
+        x[j] = (float)(j % 64) - 31.5f;
+    x[5] = -127.0f;
+    // block 1: all zero
+    for (int j = 0; j < QK_K; j++)
+        x[QK_K + j] = 0.0f;
+    // block 2: +5 and -5 tie for the largest magnitude: the first (-5) wins
+    for (int j = 0; j < QK_K; j++)
+        x[2 * QK_K + j] = rndf(-4, 4);
+    x[2 * QK_K + 10] = -5.0f;
+    x[2 * QK_K + 20] = 5.0f;
+    // block 3: positive max
+    x[3 * QK_K + 100] = 40.0f;
+    block_q8_K y[NB], r;
+    memset(y, 0x5A, sizeof y);
+    pt_actq_of(PT_Q8_K)(x, y, QK_K * NB);
+    for (int b = 0; b < NB; b++) {
+        ref_q8_k(x + QK_K * b, &r);
+        cr_assert_eq(fbits(y[b].d), fbits(r.d), "block %d d %g vs %g", b, y[b].d, r.d);
+        cr_assert(memcmp(y[b].qs, r.qs, QK_K) == 0, "block %d qs", b);
+        cr_assert(memcmp(y[b].bsums, r.bsums, sizeof r.bsums) == 0, "block %d bsums", b);
+    }
+    cr_assert_eq(y[0].d, 1.0f);      // iscale = -127 / -127 = 1, d = 1 / iscale
+    cr_assert_eq(y[0].qs[0], -32);   // -31.5 * 1 -> -32 (even)
+    cr_assert_eq(y[0].qs[1], -30);   // -30.5 -> -30
+    cr_assert_eq(y[0].qs[5], -127);
+    cr_assert_eq(y[1].d, 0.0f);
+    cr_assert_eq(y[2].qs[10], -127); // the first of the tied maxima
+    cr_assert_eq(y[2].qs[20], 127);
+    cr_assert_eq(y[3].qs[100], -127);
+}
