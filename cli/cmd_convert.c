@@ -7,6 +7,17 @@
 #include "convert/convert.h"
 #include "kernels/quant.h"
 
+// The types Petrel can write, "q4_0 | q8_0 | ...".
+static void print_types(FILE *f)
+{
+    const char *sep = "";
+    for (uint32_t t = 0; t < 64; t++)
+        if (t != PT_Q8_1 && t != PT_Q8_K && pt_dtype_known(t) && pt_dtype_can_quantize((pt_dtype)t)) {
+            fprintf(f, "%s%s", sep, pt_dtype_name((pt_dtype)t));
+            sep = " | ";
+        }
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -19,25 +30,57 @@ static void usage(FILE *f)
             "\n"
             "options:\n"
             "  -o, --output PATH      output GGUF file\n"
-            "  --type T               type of every matrix (q4_0 | q8_0 | bf16 | f16 | f32)\n"
+            "  --type T               type of every matrix (see below)\n"
             "  --expert-type T        routed experts (default q4_0)\n"
             "  --trunk-type T         other matrices (default q8_0); norms, router and bias stay f32\n"
+            "  --type-rule REGEX=T    matrices whose GGUF name matches REGEX (POSIX extended, anywhere in\n"
+            "                         the name, e.g. 'blk\\.[0-9]+\\.ffn_down_exps=q6_k') are stored as T;\n"
+            "                         repeatable, the first matching rule wins\n"
             "  --threads N            worker threads for (de)quantisation\n"
             "  --delete-source        delete each shard once everything taken from it is durable\n"
             "  --fetch-cmd 'CMD {file}'  run (in HF_DIR) before a missing shard is needed\n"
             "  --force                redo a complete conversion / discard an unfinished one\n"
-            "  --plan                 print the output layout without reading any weight\n");
+            "  --plan                 print the output layout without reading any weight\n"
+            "\n"
+            "types T: ");
+    print_types(f);
+    fprintf(f, "\n"
+            "A row length that is not whole blocks of T falls back as llama-quantize does (q2_k, q3_k ->\n"
+            "q4_0; q4_k -> q5_0; q5_k -> q5_1; q6_k -> q8_0; iq4_xs -> iq4_nl; bf16 if that does not fit).\n");
 }
 
 static int parse_type(const char *opt, const char *v, pt_dtype *out)
 {
     int t = v ? pt_dtype_from_name(v) : -1;
-    if (t < 0) {
-        fprintf(stderr, "petrel convert: %s: unknown type '%s' (q4_0 | q8_0 | bf16 | f16 | f32)\n", opt,
+    if (t < 0 || !pt_dtype_can_quantize((pt_dtype)t)) {
+        fprintf(stderr, "petrel convert: %s: %s type '%s' (", opt, t < 0 ? "unknown" : "Petrel cannot write",
                 v ? v : "");
+        print_types(stderr);
+        fprintf(stderr, ")\n");
         return -1;
     }
     *out = (pt_dtype)t;
+    return 0;
+}
+
+// "REGEX=TYPE" (split at the last '=') into rules[*n]; the pattern points
+// into argv.
+static int parse_rule(char *v, pt_type_rule *rules, uint32_t *n)
+{
+    char *eq = strrchr(v, '=');
+    if (!eq || eq == v) {
+        fprintf(stderr, "petrel convert: --type-rule '%s': expected REGEX=TYPE\n", v);
+        return -1;
+    }
+    if (*n == PT_MAX_TYPE_RULES) {
+        fprintf(stderr, "petrel convert: --type-rule: at most %d rules\n", PT_MAX_TYPE_RULES);
+        return -1;
+    }
+    if (parse_type("--type-rule", eq + 1, &rules[*n].type) < 0)
+        return -1;
+    *eq = 0;
+    rules[*n].pattern = v;
+    (*n)++;
     return 0;
 }
 
@@ -46,6 +89,8 @@ int cmd_convert(int argc, char **argv)
     pt_convert_opts o = {.expert_type = PT_Q4_0, .trunk_type = PT_Q8_0, .summary = stdout};
     bool plan = false, type_set = false, exp_set = false, trunk_set = false;
     pt_dtype all = PT_Q8_0;
+    pt_type_rule rules[PT_MAX_TYPE_RULES];
+    o.rules = rules;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -78,6 +123,10 @@ int cmd_convert(int argc, char **argv)
             if (parse_type(a, v, &o.trunk_type) < 0)
                 return 2;
             trunk_set = true;
+        } else if (!strcmp(a, "--type-rule")) {
+            NEED_VALUE();
+            if (parse_rule(argv[i], rules, &o.n_rules) < 0)
+                return 2;
         } else if (!strcmp(a, "--threads")) {
             NEED_VALUE();
             o.threads = atoi(v);
@@ -124,7 +173,7 @@ int cmd_convert(int argc, char **argv)
     }
     pt_err err = {{0}};
     if (plan) {
-        if (pt_convert_plan(o.in_dir, o.expert_type, o.trunk_type, stdout, &err) < 0) {
+        if (pt_convert_plan(o.in_dir, &o, stdout, &err) < 0) {
             fprintf(stderr, "petrel convert: %s\n", err.msg);
             return 1;
         }

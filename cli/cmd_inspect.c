@@ -1,11 +1,13 @@
 // cli/cmd_inspect.c — `petrel inspect MODEL.gguf [--expert L E]`: metadata,
-// tensor table, trunk vs expert bytes, expert slice locations, KV-cache
-// bytes per token, BF16/F32 fallbacks, llama.cpp compatibility warnings.
+// tensor table, trunk vs expert bytes, the type mix and bytes per expert per
+// layer (cli/inspect_mix.c), expert slice locations, KV-cache bytes per
+// token, row-length fallbacks, llama.cpp compatibility warnings.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/inspect_mix.h"
 #include "format/gguf.h"
 #include "format/hparams.h"
 #include "kernels/quant.h"
@@ -125,34 +127,6 @@ static int print_expert(const gguf_file *g, long L, long e)
     return 0;
 }
 
-// Fallback matrices: from petrel.convert.fallbacks when present, otherwise
-// BF16/F32 matrices whose row length cannot be block-quantised.
-static void print_fallbacks(const gguf_file *g)
-{
-    const gguf_kv *fb = gguf_get(g, "petrel.convert.fallbacks");
-    printf("\nfallbacks (row length not a multiple of 32, stored unquantised):\n");
-    int n = 0;
-    if (fb && fb->type == GGUF_ARRAY && fb->arr_type == GGUF_STRING) {
-        for (uint64_t i = 0; i < fb->n; i++) {
-            const char *name = ((const gguf_str *)fb->arr)[i].s;
-            const gguf_tensor *t = gguf_find_tensor(g, name);
-            printf("  %s  %s  row length %llu\n", name, t ? pt_dtype_name(t->type) : "?",
-                   t ? (unsigned long long)t->ne[0] : 0ULL);
-            n++;
-        }
-    } else {
-        for (uint64_t i = 0; i < g->n_tensors; i++) {
-            const gguf_tensor *t = &g->tensors[i];
-            if (t->n_dims >= 2 && t->ne[0] % QK != 0 && (t->type == PT_BF16 || t->type == PT_F32)) {
-                printf("  %s  %s  row length %llu\n", t->name, pt_dtype_name(t->type), (unsigned long long)t->ne[0]);
-                n++;
-            }
-        }
-    }
-    if (!n)
-        printf("  none\n");
-}
-
 static void print_warnings(const gguf_file *g, const pt_hparams *hp, bool hp_ok)
 {
     printf("\nllama.cpp compatibility:\n");
@@ -208,7 +182,8 @@ int cmd_inspect(int argc, char **argv)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: petrel inspect MODEL.gguf [--expert LAYER EXPERT] [--no-tensors]\n"
                    "Prints metadata, the tensor table (name, type, shape, absolute offset, bytes), trunk vs\n"
-                   "expert bytes, bytes per expert, KV-cache bytes per token, BF16/F32 fallbacks and\n"
+                   "expert bytes, the type mix (tensors and bytes per type, trunk and experts), one expert's\n"
+                   "bytes per layer, KV-cache bytes per token, row-length fallbacks and\n"
                    "llama.cpp compatibility warnings. --expert L E: byte ranges of that expert's slices.\n");
             return 0;
         } else if (!strcmp(argv[i], "--expert") && i + 2 < argc) {
@@ -289,7 +264,8 @@ int cmd_inspect(int argc, char **argv)
     } else {
         printf("  hyper-parameters: not readable: %s\n", herr.msg);
     }
-    print_fallbacks(g);
+    pt_inspect_print_mix(g, stdout);
+    pt_inspect_print_fallbacks(g, stdout);
     print_warnings(g, &hp, hp_ok);
     int rc = 0;
     if (exp_l >= 0 || exp_e >= 0)

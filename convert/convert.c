@@ -123,7 +123,14 @@ static uint64_t source_hash(const conv *c)
     if (c->has_tok_cfg)
         h = pt_hash_file(h, c->tok_cfg);
     uint32_t types[2] = {c->o->expert_type, c->o->trunk_type};
-    return pt_hash_bytes(h, types, sizeof types);
+    h = pt_hash_bytes(h, types, sizeof types);
+    // rules only when given, so that journals of rule-less runs stay valid
+    for (uint32_t k = 0; k < c->o->n_rules; k++) {
+        uint32_t t = c->o->rules[k].type;
+        h = pt_hash_bytes(h, c->o->rules[k].pattern, strlen(c->o->rules[k].pattern) + 1);
+        h = pt_hash_bytes(h, &t, sizeof t);
+    }
+    return h;
 }
 
 static int build_plan(conv *c, bool omit_embed, bool omit_head, pt_err *err)
@@ -133,6 +140,7 @@ static int build_plan(conv *c, bool omit_embed, bool omit_head, pt_err *err)
     c->plan_ok = false;
     pt_plan_opts po = {
         .expert_type = c->o->expert_type, .trunk_type = c->o->trunk_type,
+        .rules = c->o->rules, .n_rules = c->o->n_rules,
         .tokenizer_json = c->has_tok ? c->tok_json : NULL, .tokenizer_config = c->has_tok_cfg ? c->tok_cfg : NULL,
         .omit_mtp_embed = omit_embed, .omit_mtp_head = omit_head,
     };
@@ -492,11 +500,18 @@ static void print_summary(conv *c, double secs, FILE *f)
     fprintf(f, "  input %.3f GB, output %.3f GB, %.1f s (in %.1f MB/s, out %.1f MB/s), peak RSS %.1f MB\n", in_gb,
             out_gb, secs, secs > 0 ? in_gb * 1e3 / secs : 0, secs > 0 ? out_gb * 1e3 / secs : 0,
             (double)pt_peak_rss_bytes() / 1e6);
+    fprintf(f, "  types:");
+    for (uint32_t t = 0; t < 32; t++)
+        if (p->count_by_type[t])
+            fprintf(f, " %s %u (%.3f GB)", pt_dtype_name((pt_dtype)t), p->count_by_type[t],
+                    (double)p->bytes_by_type[t] / 1e9);
+    fprintf(f, "\n");
+    for (uint32_t k = 0; k < p->n_rules; k++)
+        fprintf(f, "  type rule %s=%s: %u tensors\n", p->rules[k].pattern, pt_dtype_name(p->rules[k].type),
+                p->rule_hits[k]);
     for (uint32_t i = 0; i < p->n_tensors; i++)
         if (p->tensors[i].fallback)
-            fprintf(f, "  fallback: %s row length %llu is not a multiple of 32: %s instead of %s\n",
-                    p->tensors[i].spec.name, (unsigned long long)p->tensors[i].spec.ne[0],
-                    pt_dtype_name(p->tensors[i].type), pt_dtype_name(p->tensors[i].requested));
+            pt_plan_print_fallback(p, i, f, "  ");
     double cpu = cpu_seconds();
     fprintf(f, "  CPU time %.1f s (user + system, all threads): %.1f MB of input per CPU-second\n", cpu,
             cpu > 0 ? in_gb * 1e3 / cpu : 0);
@@ -652,8 +667,9 @@ int pt_convert_run(const pt_convert_opts *o, pt_err *err)
     return rc;
 }
 
-int pt_convert_plan(const char *path, pt_dtype expert_type, pt_dtype trunk_type, FILE *out, pt_err *err)
+int pt_convert_plan(const char *path, const pt_convert_opts *o, FILE *out, pt_err *err)
 {
+    const pt_dtype expert_type = o->expert_type, trunk_type = o->trunk_type;
     char cfg_path[PATH_LEN + 32], tok[PATH_LEN + 32], tok_cfg[PATH_LEN + 32], dir[PATH_LEN];
     struct stat st;
     if (stat(path, &st) != 0)
@@ -689,7 +705,7 @@ int pt_convert_plan(const char *path, pt_dtype expert_type, pt_dtype trunk_type,
     }
     bool has_tok = S_ISDIR(st.st_mode) && file_exists(tok);
     pt_plan_opts po = {
-        .expert_type = expert_type, .trunk_type = trunk_type,
+        .expert_type = expert_type, .trunk_type = trunk_type, .rules = o->rules, .n_rules = o->n_rules,
         .tokenizer_json = has_tok ? tok : NULL, .tokenizer_config = has_tok && file_exists(tok_cfg) ? tok_cfg : NULL,
         .omit_mtp_embed = true, .omit_mtp_head = true,
     };

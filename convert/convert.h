@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "common/err.h"
+#include "convert/plan.h"
 #include "kernels/quant.h"
 
 typedef struct pt_convert_opts {
@@ -20,6 +21,8 @@ typedef struct pt_convert_opts {
     const char *out_path;       // MODEL.gguf
     pt_dtype expert_type;       // routed experts (default q4_0)
     pt_dtype trunk_type;        // other matrices (default q8_0)
+    const pt_type_rule *rules;  // (n_rules,) --type-rule REGEX=TYPE, first match wins
+    uint32_t n_rules;
     int threads;                // 0 = OpenMP default
     bool delete_source;         // unlink each shard once everything taken from it is durable
     const char *fetch_cmd;      // "CMD {file}" run in in_dir when a shard is missing, or NULL
@@ -34,7 +37,8 @@ typedef struct pt_convert_opts {
 int pt_convert_run(const pt_convert_opts *o, pt_err *err);
 
 // `--plan`: prints the layout for a checkpoint directory (config.json + index,
-// or config.json alone) or a config.json path, without reading any weight.
-int pt_convert_plan(const char *path, pt_dtype expert_type, pt_dtype trunk_type, FILE *out, pt_err *err);
+// or config.json alone) or a config.json path, without reading any weight,
+// with the types of o (expert_type, trunk_type, rules; the rest unused).
+int pt_convert_plan(const char *path, const pt_convert_opts *o, FILE *out, pt_err *err);
 
 #endif

@@ -2,6 +2,7 @@
 #include "convert/plan.h"
 
 #include <assert.h>
+#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,13 +76,47 @@ static int hf_source(const pt_tensor_spec *s, char *buf, size_t len, pt_xform *x
     return -1;
 }
 
-static pt_dtype requested_type(const pt_tensor_spec *s, const pt_plan_opts *o)
+// The type the options ask for: norms, router and bias F32; a matrix takes
+// the first --type-rule its name matches (*rule = its index), else the
+// expert or trunk type.
+static pt_dtype requested_type(const pt_tensor_spec *s, const pt_plan_opts *o, const regex_t *re, int32_t *rule)
 {
-    switch (s->role) {
-    case PT_ROLE_EXPERTS: return o->expert_type;
-    case PT_ROLE_TRUNK: return o->trunk_type;
-    default: return PT_F32;
+    *rule = -1;
+    if (s->role != PT_ROLE_EXPERTS && s->role != PT_ROLE_TRUNK)
+        return PT_F32;
+    for (uint32_t k = 0; k < o->n_rules; k++)
+        if (regexec(&re[k], s->name, 0, NULL, 0) == 0) {
+            *rule = (int32_t)k;
+            return o->rules[k].type;
+        }
+    return s->role == PT_ROLE_EXPERTS ? o->expert_type : o->trunk_type;
+}
+
+pt_dtype pt_plan_fallback_type(pt_dtype t, uint64_t ne0)
+{
+    int64_t blck = pt_dtype_block(t);
+    assert(blck > 0);
+    if (ne0 % (uint64_t)blck == 0)
+        return t;
+    pt_dtype f = t;
+    switch (t) {
+    case PT_Q2_K:
+    case PT_Q3_K: f = PT_Q4_0; break;
+    case PT_Q4_K: f = PT_Q5_0; break;
+    case PT_Q5_K: f = PT_Q5_1; break;
+    case PT_Q6_K: f = PT_Q8_0; break;
+    case PT_IQ1_S:
+    case PT_IQ1_M:
+    case PT_IQ2_XXS:
+    case PT_IQ2_XS:
+    case PT_IQ2_S:
+    case PT_IQ3_XXS:
+    case PT_IQ3_S:
+    case PT_IQ4_XS: f = PT_IQ4_NL; break;
+    default: break; // a 32-value type: nothing smaller to fall back to
     }
+    // llama-quantize uses F16 here; Petrel keeps its BF16 (no overflow).
+    return ne0 % (uint64_t)pt_dtype_block(f) == 0 ? f : PT_BF16;
 }
 
 // llama.cpp general.file_type (LLAMA_FTYPE_*) for the expert type.
@@ -138,17 +173,19 @@ static int locate(pt_hf_index *ix, const char *name, int32_t *shard, int32_t *sc
 }
 
 // Adds the tensor to the header and the plan; fills its units.
-static int add_tensor(pt_plan *p, pt_hf_index *ix, const pt_tensor_spec *s, const pt_plan_opts *o, pt_err *err)
+static int add_tensor(pt_plan *p, pt_hf_index *ix, const pt_tensor_spec *s, const pt_plan_opts *o, const regex_t *re,
+                      pt_err *err)
 {
     pt_out_tensor *t = &p->tensors[p->n_tensors];
     memset(t, 0, sizeof *t);
     t->spec = *s;
     if (hf_source(s, t->hf_name, sizeof t->hf_name, &t->xform) < 0)
         return pt_errf(err, "internal: no HF source for tensor '%s'", s->name);
-    t->requested = requested_type(s, o);
-    t->type = t->requested;
-    if (pt_dtype_is_block(t->type) && s->ne[0] % QK != 0) {
-        t->type = PT_BF16;
+    t->requested = requested_type(s, o, re, &t->rule);
+    if (t->rule >= 0)
+        p->rule_hits[t->rule]++;
+    t->type = pt_plan_fallback_type(t->requested, s->ne[0]);
+    if (t->type != t->requested) {
         t->fallback = true;
         p->n_fallbacks++;
     }
@@ -170,6 +207,7 @@ static int add_tensor(pt_plan *p, pt_hf_index *ix, const pt_tensor_spec *s, cons
         return pt_errf(err, "out of memory");
     t->size = gguf_writer_tensor_size(p->w, idx);
     p->bytes_by_type[t->type] += t->size;
+    p->count_by_type[t->type]++;
     bool experts = s->role == PT_ROLE_EXPERTS;
     if (experts)
         p->expert_bytes += t->size;
@@ -214,6 +252,51 @@ static int add_metadata(pt_plan *p, const pt_plan_opts *o, pt_err *err)
     }
     gguf_w_str(w, "petrel.convert.expert_type", pt_dtype_name(o->expert_type));
     gguf_w_str(w, "petrel.convert.trunk_type", pt_dtype_name(o->trunk_type));
+    if (o->n_rules) {
+        // "REGEX=type" in priority order: how the per-tensor types were chosen
+        char *buf[PT_MAX_TYPE_RULES];
+        for (uint32_t k = 0; k < o->n_rules; k++) {
+            size_t n = strlen(o->rules[k].pattern) + 16;
+            buf[k] = malloc(n);
+            if (!buf[k]) {
+                while (k-- > 0)
+                    free(buf[k]);
+                return pt_errf(err, "out of memory");
+            }
+            snprintf(buf[k], n, "%s=%s", o->rules[k].pattern, pt_dtype_name(o->rules[k].type));
+        }
+        gguf_w_arr_str(w, "petrel.convert.type_rules", (const char *const *)buf, o->n_rules);
+        for (uint32_t k = 0; k < o->n_rules; k++)
+            free(buf[k]);
+    }
+    return 0;
+}
+
+// Compiles the --type-rule patterns into re[] (*n compiled); on an invalid
+// pattern or a type Petrel cannot write, frees what it compiled and fails
+// naming the rule.
+static int compile_rules(const pt_plan_opts *o, regex_t *re, uint32_t *n, pt_err *err)
+{
+    *n = 0;
+    if (o->n_rules > PT_MAX_TYPE_RULES)
+        return pt_errf(err, "--type-rule: at most %d rules", PT_MAX_TYPE_RULES);
+    for (uint32_t k = 0; k < o->n_rules; k++) {
+        const pt_type_rule *r = &o->rules[k];
+        int e = pt_dtype_can_quantize(r->type) ? regcomp(&re[k], r->pattern, REG_EXTENDED | REG_NOSUB) : -1;
+        if (e != 0) {
+            char msg[256] = "";
+            if (e > 0)
+                regerror(e, &re[k], msg, sizeof msg);
+            for (uint32_t j = 0; j < k; j++)
+                regfree(&re[j]);
+            *n = 0;
+            if (e < 0)
+                return pt_errf(err, "--type-rule '%s': Petrel cannot write type %s", r->pattern,
+                               pt_dtype_name(r->type));
+            return pt_errf(err, "--type-rule '%s': not a POSIX extended regular expression: %s", r->pattern, msg);
+        }
+        *n = k + 1;
+    }
     return 0;
 }
 
@@ -222,6 +305,8 @@ int pt_plan_build(pt_plan *p, const pt_hf_config *cfg, pt_hf_index *ix, const pt
     memset(p, 0, sizeof *p);
     p->cfg = cfg;
     p->ix = ix;
+    p->rules = o->rules;
+    p->n_rules = o->n_rules;
     const pt_hparams *hp = &cfg->hp;
     pt_tensor_spec *specs = NULL;
     int n_specs = pt_tensor_specs(hp, &specs);
@@ -230,6 +315,15 @@ int pt_plan_build(pt_plan *p, const pt_hf_config *cfg, pt_hf_index *ix, const pt
         free(specs);
         return pt_errf(err, "out of memory");
     }
+    regex_t re[PT_MAX_TYPE_RULES];
+    uint32_t n_re = 0;
+    int rc = compile_rules(o, re, &n_re, err);
+    if (rc < 0) {
+        free(specs);
+        gguf_writer_free(p->w);
+        memset(p, 0, sizeof *p);
+        return -1;
+    }
     if (ix)
         memset(ix->used, 0, ix->n_names * sizeof *ix->used);
     uint64_t max_units = 0;
@@ -237,7 +331,7 @@ int pt_plan_build(pt_plan *p, const pt_hf_config *cfg, pt_hf_index *ix, const pt
         max_units += specs[i].role == PT_ROLE_EXPERTS ? specs[i].ne[2] : 1;
     p->tensors = calloc((size_t)n_specs, sizeof *p->tensors);
     p->units = calloc(max_units ? max_units : 1, sizeof *p->units);
-    int rc = p->tensors && p->units ? add_metadata(p, o, err) : pt_errf(err, "out of memory");
+    rc = p->tensors && p->units ? add_metadata(p, o, err) : pt_errf(err, "out of memory");
     char nm[160];
     for (int i = 0; i < n_specs && rc == 0; i++) {
         const pt_tensor_spec *s = &specs[i];
@@ -264,8 +358,10 @@ int pt_plan_build(pt_plan *p, const pt_hf_config *cfg, pt_hf_index *ix, const pt
                 continue;
             }
         }
-        rc = add_tensor(p, ix, s, o, err);
+        rc = add_tensor(p, ix, s, o, re, err);
     }
+    for (uint32_t k = 0; k < n_re; k++)
+        regfree(&re[k]);
     free(specs);
     if (rc < 0) {
         pt_plan_free(p);
@@ -320,6 +416,14 @@ void pt_plan_unit_name(const pt_plan *p, const pt_unit *u, char *buf, size_t len
     snprintf(buf, len, p->tensors[u->tensor].hf_name, u->expert < 0 ? 0 : u->expert);
 }
 
+void pt_plan_print_fallback(const pt_plan *p, uint32_t i, FILE *f, const char *indent)
+{
+    const pt_out_tensor *t = &p->tensors[i];
+    fprintf(f, "%sfallback: %s row length %llu is not a multiple of %lld: %s instead of %s\n", indent, t->spec.name,
+            (unsigned long long)t->spec.ne[0], (long long)pt_dtype_block(t->requested), pt_dtype_name(t->type),
+            pt_dtype_name(t->requested));
+}
+
 void pt_plan_print(const pt_plan *p, FILE *f)
 {
     const pt_hparams *hp = &p->cfg->hp;
@@ -339,10 +443,15 @@ void pt_plan_print(const pt_plan *p, FILE *f)
             hp->n_expert_used, hp->n_expert, hp->n_group, hp->topk_group, hp->routed_scale,
             hp->norm_topk ? ", normalised" : "");
     fprintf(f, "tensors: %u\n", p->n_tensors);
-    static const pt_dtype types[] = {PT_F32, PT_F16, PT_BF16, PT_Q8_0, PT_Q4_0};
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-        if (p->bytes_by_type[types[i]])
-            fprintf(f, "bytes_%s: %llu\n", pt_dtype_name(types[i]), (unsigned long long)p->bytes_by_type[types[i]]);
+    for (uint32_t t = 0; t < 32; t++)
+        if (p->count_by_type[t])
+            fprintf(f, "bytes_%s: %llu\n", pt_dtype_name((pt_dtype)t), (unsigned long long)p->bytes_by_type[t]);
+    fprintf(f, "types:");
+    for (uint32_t t = 0; t < 32; t++)
+        if (p->count_by_type[t])
+            fprintf(f, " %s %u (%.2f MiB)", pt_dtype_name((pt_dtype)t), p->count_by_type[t],
+                    (double)p->bytes_by_type[t] / (1024.0 * 1024));
+    fprintf(f, "\n");
     fprintf(f, "trunk_bytes: %llu\n", (unsigned long long)p->trunk_bytes);
     fprintf(f, "expert_bytes: %llu\n", (unsigned long long)p->expert_bytes);
     fprintf(f, "routed_experts: %llu\n", (unsigned long long)p->n_routed_experts);
@@ -351,12 +460,18 @@ void pt_plan_print(const pt_plan *p, FILE *f)
     fprintf(f, "file_bytes: %llu\n", (unsigned long long)p->file_size);
     fprintf(f, "file_gib: %.2f\n", (double)p->file_size / (1024.0 * 1024 * 1024));
     fprintf(f, "kv_bytes_per_token_f32: %llu\n", (unsigned long long)pt_hparams_kv_bytes_per_token(hp, 4));
+    for (uint32_t k = 0; k < p->n_rules; k++) {
+        fprintf(f, "type_rule: %s=%s matches %u tensors\n", p->rules[k].pattern, pt_dtype_name(p->rules[k].type),
+                p->rule_hits[k]);
+        for (uint32_t i = 0; i < p->n_tensors; i++)
+            if (p->tensors[i].rule == (int32_t)k)
+                fprintf(f, "  rule_tensor: %s %s %llu bytes\n", p->tensors[i].spec.name,
+                        pt_dtype_name(p->tensors[i].type), (unsigned long long)p->tensors[i].size);
+    }
     fprintf(f, "fallbacks: %u\n", p->n_fallbacks);
     for (uint32_t i = 0; i < p->n_tensors; i++)
         if (p->tensors[i].fallback)
-            fprintf(f, "  fallback: %s row length %llu is not a multiple of 32: %s instead of %s\n",
-                    p->tensors[i].spec.name, (unsigned long long)p->tensors[i].spec.ne[0],
-                    pt_dtype_name(p->tensors[i].type), pt_dtype_name(p->tensors[i].requested));
+            pt_plan_print_fallback(p, i, f, "  ");
     if (hp->n_nextn)
         fprintf(f, "mtp_copies: embed_tokens and shared_head.head %s\n",
                 !p->ix ? "assumed identical to the main ones (omitted)"
