@@ -515,8 +515,15 @@ static gguf_file *merge_parts(gguf_file **p, int64_t n, int64_t total, pt_err *e
     for (int64_t k = 0; k < n; k++)
         sum += p[k]->n_tensors;
     if (sum != (uint64_t)total) {
-        pt_errf(err, "%s: the %lld parts hold %llu tensors, split.tensors.count says %lld (a part from "
-                     "another split?)", g->path, (long long)n, (unsigned long long)sum, (long long)total);
+        // Which part is foreign cannot be told from counts: name them all.
+        char list[768];
+        int at = 0;
+        for (int64_t k = 0; k < n && at < (int)sizeof list - 1; k++)
+            at += snprintf(list + at, sizeof list - (size_t)at, "%s%s: %llu", k ? ", " : "", p[k]->path,
+                           (unsigned long long)p[k]->n_tensors);
+        pt_errf(err, "%s: the %lld parts of this split hold %llu tensors (%s), split.tensors.count says %lld: "
+                     "a part from another split?", g->path, (long long)n, (unsigned long long)sum, list,
+                (long long)total);
         goto fail;
     }
     gguf_tensor *ts = realloc(g->tensors, (sum ? sum : 1) * sizeof *ts);
