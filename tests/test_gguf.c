@@ -378,3 +378,106 @@ Test(gguf, hparams_from_foreign_files)
     tu_rmrf(dir);
     free(dir);
 }
+
+// Every type id a GGUF may hold, with ggml's block size and bytes per block
+// (ggml.c type_traits / ggml-common.h static_asserts, transcribed): the
+// reader sizes tensors of all of them, Petrel's types and the ones it cannot
+// compute alike. Ids ggml removed and its activation-only types are unknown.
+Test(gguf, every_ggml_type_is_sized)
+{
+    static const struct { uint32_t id; const char *name; uint64_t blck, bytes; } ggml[] = {
+        {0, "F32", 1, 4},         {1, "F16", 1, 2},         {2, "Q4_0", 32, 18},     {3, "Q4_1", 32, 20},
+        {6, "Q5_0", 32, 22},      {7, "Q5_1", 32, 24},      {8, "Q8_0", 32, 34},     {10, "Q2_K", 256, 84},
+        {11, "Q3_K", 256, 110},   {12, "Q4_K", 256, 144},   {13, "Q5_K", 256, 176},  {14, "Q6_K", 256, 210},
+        {16, "IQ2_XXS", 256, 66}, {17, "IQ2_XS", 256, 74},  {18, "IQ3_XXS", 256, 98}, {19, "IQ1_S", 256, 50},
+        {20, "IQ4_NL", 32, 18},   {21, "IQ3_S", 256, 110},  {22, "IQ2_S", 256, 82},  {23, "IQ4_XS", 256, 136},
+        {24, "I8", 1, 1},         {25, "I16", 1, 2},        {26, "I32", 1, 4},       {27, "I64", 1, 8},
+        {28, "F64", 1, 8},        {29, "IQ1_M", 256, 56},   {30, "BF16", 1, 2},      {34, "TQ1_0", 256, 54},
+        {35, "TQ2_0", 256, 66},   {39, "MXFP4", 32, 17},    {40, "NVFP4", 64, 36},   {41, "Q1_0", 128, 18},
+        {42, "Q2_0", 64, 18},
+    };
+    for (size_t i = 0; i < sizeof ggml / sizeof ggml[0]; i++) {
+        cr_expect_eq(gguf_row_bytes(ggml[i].id, 1024), 1024 / ggml[i].blck * ggml[i].bytes, "type %s",
+                     ggml[i].name);
+        cr_expect_str_eq(gguf_type_name(ggml[i].id), ggml[i].name);
+        if (ggml[i].blck > 1)
+            cr_expect_eq(gguf_row_bytes(ggml[i].id, 1024 + ggml[i].blck / 2), 0, "type %s", ggml[i].name);
+    }
+    const uint32_t unknown[] = {4, 5, 9, 15, 31, 32, 33, 36, 37, 38, 43, 77, 1000};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        cr_expect_eq(gguf_row_bytes(unknown[i], 1024), 0, "id %u", unknown[i]);
+        cr_expect_str_eq(gguf_type_name(unknown[i]), "?");
+    }
+}
+
+// A tensor of a type the reader does not know names file, tensor and id; a
+// row that is not whole blocks names the tensor and the type. A file with a
+// type Petrel cannot compute (TQ2_0 here) still opens: the engine refuses it.
+Test(gguf, type_errors_name_tensor_and_type)
+{
+    char *dir = tu_tmpdir("gguf");
+    char path[512];
+    snprintf(path, sizeof path, "%s/bad.gguf", dir);
+    pt_err err = {0};
+    bb t = reference_file(64, 77);
+    write_bytes(path, t.p, t.n);
+    cr_assert_null(gguf_open(path, &err));
+    cr_expect(strstr(err.msg, path) && strstr(err.msg, "'b'") && strstr(err.msg, "77"), "%s", err.msg);
+    free(t.p);
+    bb k = reference_file(64, PT_Q4_K); // 32 values: not a whole 256-value block
+    write_bytes(path, k.p, k.n);
+    cr_assert_null(gguf_open(path, &err));
+    cr_expect(strstr(err.msg, "'b'") && strstr(err.msg, "Q4_K") && strstr(err.msg, "not a multiple"), "%s",
+              err.msg);
+    free(k.p);
+    bb m = reference_file(64, 39); // MXFP4: 32 values = one 17-byte block
+    write_bytes(path, m.p, m.n);
+    gguf_file *g = gguf_open(path, &err);
+    cr_assert_not_null(g, "%s", err.msg);
+    cr_expect_eq(gguf_find_tensor(g, "b")->size, 17);
+    cr_expect_eq(g->n_parts, 1u);
+    gguf_close(g);
+    free(m.p);
+    tu_rmrf(dir);
+    free(dir);
+}
+
+// gguf_w_copy_kv writes every value type back as it was read.
+Test(gguf, copy_kv_round_trip)
+{
+    char *dir = tu_tmpdir("gguf");
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/a.gguf", dir);
+    snprintf(b, sizeof b, "%s/b.gguf", dir);
+    gguf_writer *w = gguf_writer_new(32);
+    gguf_w_u16(w, "k.u16", 65000);
+    gguf_w_i32(w, "k.i32", -5);
+    gguf_w_u64(w, "k.u64", 1ull << 40);
+    gguf_w_f32(w, "k.f32", 1.5f);
+    gguf_w_bool(w, "k.bool", true);
+    gguf_w_str(w, "k.str", "deepseek2");
+    const char *ss[] = {"a", "", "ccc"};
+    gguf_w_arr_str(w, "k.astr", ss, 3);
+    gguf_w_arr_f32(w, "k.af32", (const float[]){1, 2}, 2);
+    uint64_t hl;
+    void *h = gguf_writer_header(w, &hl);
+    write_bytes(a, h, hl);
+    gguf_writer_free(w);
+    pt_err err = {0};
+    gguf_file *g = gguf_open(a, &err);
+    cr_assert(g, "%s", err.msg);
+    gguf_writer *w2 = gguf_writer_new(32);
+    for (uint64_t i = 0; i < g->n_kv; i++)
+        gguf_w_copy_kv(w2, &g->kv[i]);
+    uint64_t hl2;
+    void *h2 = gguf_writer_header(w2, &hl2);
+    cr_expect_eq(hl2, hl);
+    cr_expect(memcmp(h, h2, hl) == 0, "copied header differs");
+    write_bytes(b, h2, hl2);
+    gguf_close(g);
+    gguf_writer_free(w2);
+    free(h);
+    free(h2);
+    tu_rmrf(dir);
+    free(dir);
+}

@@ -141,3 +141,56 @@ Test(llamacpp_files, q4_k_m_split)
     check_file("Q4_K_M", p);
     free(p);
 }
+
+// Case 3 logits (64 rows, one batch) of a model opened with mp.
+static float *case3_logits(const char *path, const petrel_model_params *mp)
+{
+    char err[1024] = "";
+    petrel_model *m = petrel_model_open(path, mp, err, sizeof err);
+    cr_assert(m, "%s: %s", path, err);
+    size_t nt;
+    int32_t *tok = tu_golden_i32("case3_tokens.i32.bin", &nt);
+    petrel_context *c = petrel_context_new(m, NULL, err, sizeof err);
+    cr_assert(c, "%s", err);
+    cr_assert_eq(petrel_decode(c, tok, NULL, (int)nt, PETREL_LOGITS_ALL), 0, "%s", petrel_context_error(c));
+    float *lg = malloc(sizeof(float) * nt * LC_VOCAB);
+    for (size_t t = 0; t < nt; t++)
+        memcpy(lg + t * LC_VOCAB, petrel_get_logits(c, (int)t), sizeof(float) * LC_VOCAB);
+    petrel_context_free(c);
+    petrel_model_close(m);
+    free(tok);
+    return lg;
+}
+
+// Expert slots of unequal sizes: in the Q4_K_M recipe the ffn_down_exps of
+// blocks 2 and 4 are Q8_0 and the others Q5_0 (gate/up Q4_K), so the
+// layers' slots differ in bytes, and in the split the three slices of a
+// layer may lie in different files. The smallest expert cache (layers
+// trading slots of different sizes, constant eviction), one slot per
+// layer, and each reader backend give the logits of the roomy run bit for
+// bit.
+Test(llamacpp_files, unequal_expert_slots_and_split_reads)
+{
+    char *path = tu_fixture("llamacpp/split/tiny-dsv3-Q4_K_M-00001-of-00003.gguf");
+    petrel_model_params mp = petrel_model_default_params();
+    mp.n_threads = 2;
+    mp.no_usage = true;
+    float *ref = case3_logits(path, &mp);
+    const size_t bytes = sizeof(float) * 64 * LC_VOCAB;
+    struct { uint64_t cache; int slots; int io; const char *what; } cfg[] = {
+        {1, 0, PETREL_IO_AUTO, "smallest expert cache"},
+        {0, 1, PETREL_IO_POOL, "one slot per layer, pread pool"},
+        {1, 0, PETREL_IO_BUFFERED, "smallest expert cache, buffered reads"},
+    };
+    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+        petrel_model_params q = mp;
+        q.expert_cache = cfg[i].cache;
+        q.experts_per_layer = cfg[i].slots;
+        q.io_mode = cfg[i].io;
+        float *alt = case3_logits(path, &q);
+        cr_expect(memcmp(ref, alt, bytes) == 0, "logits differ with %s", cfg[i].what);
+        free(alt);
+    }
+    free(ref);
+    free(path);
+}

@@ -11,7 +11,7 @@
 #include "petrel.h"
 #include "tests/testutil.h"
 
-enum edit { DROP_TENSOR, RESHAPE_TENSOR, CHANGE_U32, EXTRA_TENSOR };
+enum edit { DROP_TENSOR, RESHAPE_TENSOR, CHANGE_U32, EXTRA_TENSOR, RETYPE_TENSOR };
 
 // Copies the GGUF at in to out with one edit applied to `name` (a tensor
 // or a u32 metadata key).
@@ -62,6 +62,8 @@ static void rewrite(const char *in, const char *out, enum edit ed, const char *n
             t.ne[0] = t.ne[1];
             t.ne[1] = a;
         }
+        if (ed == RETYPE_TENSOR && !strcmp(t.name, name))
+            t.type = value; // (the data are the first bytes of the old ones: never computed)
         gguf_w_tensor(w, t.name, t.n_dims, t.ne, t.type);
         src[n++] = (int)i;
     }
@@ -135,3 +137,14 @@ Test(model_badinput, metadata_contradicts_tensors)
     expect_refused(CHANGE_U32, "deepseek2.attention.head_count", 8, "blk.0.attn_q_b.weight");
 }
 Test(model_badinput, unexpected_tensor) { expect_refused(EXTRA_TENSOR, "blk.1.attn_kv_b.weight", 0, "blk.1.attn_kv_b.weight"); }
+
+// A type ggml has and Petrel cannot compute: the tensor and the type are named.
+Test(model_badinput, type_petrel_cannot_compute)
+{
+    expect_refused(RETYPE_TENSOR, "blk.3.ffn_gate_exps.weight", 35 /* TQ2_0 */,
+                   "tensor 'blk.3.ffn_gate_exps.weight' has type tq2_0, which Petrel cannot compute yet");
+}
+Test(model_badinput, type_petrel_cannot_compute_trunk)
+{
+    expect_refused(RETYPE_TENSOR, "blk.1.attn_norm.weight", 26 /* I32 */, "'blk.1.attn_norm.weight' has type i32");
+}
