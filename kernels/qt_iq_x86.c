@@ -80,34 +80,108 @@ static TGTI __m256i dot_signed(__m256i w, __m256i q, __m256i sc)
     return mul_scaled(_mm256_sign_epi8(w, w), _mm256_sign_epi8(q, w), sc);
 }
 
+// The 8 scales (6-bit, minus 32) of an IQ4_XS super-block as int32 lanes.
+static TGTI __m256i iq4xs_scales32(const pt_blk_iq4_xs *b)
+{
+    const __m256i sl = _mm256_set1_epi32((int32_t)pt_iq_u32(b->scales_l));
+    const __m256i sh = _mm256_set1_epi32(pt_iq_u16(b->scales_h));
+    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(sl, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                                        _mm256_set1_epi32(0xf));
+    const __m256i hi = _mm256_slli_epi32(
+        _mm256_and_si256(_mm256_srlv_epi32(sh, _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)), _mm256_set1_epi32(3)), 4);
+    return _mm256_sub_epi32(_mm256_or_si256(lo, hi), _mm256_set1_epi32(32));
+}
+
+// The same as int16 lanes 0..7 of a 128-bit vector.
+static TGTI __m128i iq4xs_scales(const pt_blk_iq4_xs *b)
+{
+    const __m256i ls = iq4xs_scales32(b);
+    return _mm_packs_epi32(_mm256_castsi256_si128(ls), _mm256_extracti128_si256(ls, 1));
+}
+
+// Two IQ4_XS 32-blocks (2j, 2j+1) at once: one 32-byte load of their nibbles
+// gives, after the level lookup, the first halves of both blocks (L) and the
+// second halves (H); the activation quants are regrouped to match, and each
+// 128-bit lane meets its own block's scale (int16 in `sc`).
+static TGTI __m256i iq4xs_pair(const uint8_t *qs, const int8_t *q8, __m256i tab, __m256i sc)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i q = _mm256_loadu_si256((const __m256i *)qs);
+    const __m256i L = _mm256_shuffle_epi8(tab, _mm256_and_si256(q, m4));
+    const __m256i H = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+    const __m256i a = _mm256_loadu_si256((const __m256i *)q8), b = _mm256_loadu_si256((const __m256i *)(q8 + 32));
+    const __m256i qL = _mm256_permute2x128_si256(a, b, 0x20), qH = _mm256_permute2x128_si256(a, b, 0x31);
+    return _mm256_add_epi32(dot_signed(L, qL, sc), dot_signed(H, qH, sc));
+}
+
 TGT float pt_vdot_iq4_xs_avx2(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK_K == 0);
     const pt_blk_iq4_xs *x = w;
     const block_q8_K *y = xq;
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl));
+    // int16 scale words (2j, 2j+1) into the low / high 128-bit lanes
+    const __m256i pick[4] = {
+        _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3),
+        _mm256_setr_epi8(4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7),
+        _mm256_setr_epi8(8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11,
+                         10, 11, 10, 11),
+        _mm256_setr_epi8(12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 14, 15, 14, 15, 14, 15, 14, 15,
+                         14, 15, 14, 15, 14, 15, 14, 15)};
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        const uint16_t sh = pt_iq_u16(x[i].scales_h);
+        const __m256i ls = _mm256_broadcastsi128_si256(iq4xs_scales(&x[i]));
         __m256i sum = _mm256_setzero_si256();
-        for (int ib = 0; ib < 8; ib++) {
-            const int ls = (((x[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | ((sh >> 2 * ib) & 3) << 4) - 32;
-            const __m256i wl = iq4_levels(x[i].qs + 16 * ib);
-            const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
-            sum = _mm256_add_epi32(sum, dot_signed(wl, q8, _mm256_set1_epi16((int16_t)ls)));
-        }
+        for (int j = 0; j < 4; j++)
+            sum = _mm256_add_epi32(sum, iq4xs_pair(x[i].qs + 32 * j, y[i].qs + 64 * j, tab,
+                                                   _mm256_shuffle_epi8(ls, pick[j])));
         const float ds = h2f(x[i].d) * y[i].d;
         acc = fmaf(ds, (float)hsum_i32(sum), acc);
     }
     return acc;
 }
 
-// Lane k of the result = sum of the 8 int32 lanes of p[k].
-static TGTI __m256i fold8(const __m256i p[8])
+// IQ4_NL blocks b, b + 1 as AVX2 operands: L / H = the levels of the first /
+// second halves of both blocks (block b in the low 128-bit lane), qL / qH
+// the activation quants regrouped to match.
+typedef struct {
+    __m256i L, H, qL, qH;
+} iq4_pair;
+
+static TGTI iq4_pair iq4nl_pair(const pt_blk_iq4_nl *x, const block_q8_0 *y, __m256i tab)
 {
-    const __m256i a = _mm256_hadd_epi32(p[0], p[1]), b = _mm256_hadd_epi32(p[2], p[3]);
-    const __m256i c = _mm256_hadd_epi32(p[4], p[5]), d = _mm256_hadd_epi32(p[6], p[7]);
-    const __m256i ab = _mm256_hadd_epi32(a, b), cd = _mm256_hadd_epi32(c, d);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20), _mm256_permute2x128_si256(ab, cd, 0x31));
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i q = _mm256_loadu2_m128i((const __m128i *)x[1].qs, (const __m128i *)x[0].qs);
+    const __m256i a = _mm256_loadu_si256((const __m256i *)y[0].qs), b = _mm256_loadu_si256((const __m256i *)y[1].qs);
+    return (iq4_pair){_mm256_shuffle_epi8(tab, _mm256_and_si256(q, m4)),
+                      _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4)),
+                      _mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31)};
+}
+
+// Four pair results (lanes 0..3: block 2k, 4..7: block 2k + 1 of pair k) ->
+// lane j = block j's exact sum.
+static TGTI __m256i fold_pairs(__m256i r0, __m256i r1, __m256i r2, __m256i r3)
+{
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(r0, r1), _mm256_hadd_epi32(r2, r3));
+    return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// d_w[b] * d_x[b] of blocks b0 .. b0 + 7 (exact products of fp16 values).
+static TGTI __m256 iq4nl_scales8(const pt_blk_iq4_nl *x, const block_q8_0 *y)
+{
+    const __m128i dw = _mm_setr_epi16((short)pt_iq_u16(x[0].d), (short)pt_iq_u16(x[1].d), (short)pt_iq_u16(x[2].d),
+                                      (short)pt_iq_u16(x[3].d), (short)pt_iq_u16(x[4].d), (short)pt_iq_u16(x[5].d),
+                                      (short)pt_iq_u16(x[6].d), (short)pt_iq_u16(x[7].d));
+    const __m128i dx = _mm_setr_epi16((short)y[0].d, (short)y[1].d, (short)y[2].d, (short)y[3].d, (short)y[4].d,
+                                      (short)y[5].d, (short)y[6].d, (short)y[7].d);
+    return _mm256_mul_ps(_mm256_cvtph_ps(dw), _mm256_cvtph_ps(dx));
+}
+
+static TGTI __m256i iq4nl_pair_dot_avx2(const pt_blk_iq4_nl *x, const block_q8_0 *y, __m256i tab)
+{
+    const iq4_pair p = iq4nl_pair(x, y, tab);
+    const __m256i ones = _mm256_set1_epi16(1);
+    return _mm256_add_epi32(dot_signed(p.L, p.qL, ones), dot_signed(p.H, p.qH, ones));
 }
 
 TGT float pt_vdot_iq4_nl_avx2(const void *w, const void *xq, int64_t n)
@@ -116,25 +190,18 @@ TGT float pt_vdot_iq4_nl_avx2(const void *w, const void *xq, int64_t n)
     const pt_blk_iq4_nl *x = w;
     const block_q8_0 *y = xq;
     const int64_t nb = n / QK, nb8 = nb / 8 * 8;
-    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl));
     __m256 vacc = _mm256_setzero_ps();
-    for (int64_t b0 = 0; b0 < nb8; b0 += 8) {
-        __m256i p[8];
-        uint16_t dw[8], dx[8];
-        for (int k = 0; k < 8; k++) {
-            const int64_t b = b0 + k;
-            p[k] = dot_signed(iq4_levels(x[b].qs), _mm256_loadu_si256((const __m256i *)y[b].qs), ones);
-            dw[k] = pt_iq_u16(x[b].d);
-            dx[k] = y[b].d;
-        }
-        const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dw)),
-                                        _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dx)));
-        vacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold8(p)), dd, vacc);
+    for (int64_t b = 0; b < nb8; b += 8) {
+        const __m256i s = fold_pairs(iq4nl_pair_dot_avx2(x + b, y + b, tab), iq4nl_pair_dot_avx2(x + b + 2, y + b + 2, tab),
+                                     iq4nl_pair_dot_avx2(x + b + 4, y + b + 4, tab), iq4nl_pair_dot_avx2(x + b + 6, y + b + 6, tab));
+        vacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), iq4nl_scales8(x + b, y + b), vacc);
     }
     float acc[8];
     _mm256_storeu_ps(acc, vacc);
     for (int64_t b = nb8; b < nb; b++) {
-        const int32_t s = hsum_i32(dot_signed(iq4_levels(x[b].qs), _mm256_loadu_si256((const __m256i *)y[b].qs), ones));
+        const int32_t s = hsum_i32(dot_signed(iq4_levels(x[b].qs), _mm256_loadu_si256((const __m256i *)y[b].qs),
+                                              _mm256_set1_epi16(1)));
         acc[b % 8] = fmaf((float)s, h2f(x[b].d) * _cvtsh_ss(y[b].d), acc[b % 8]);
     }
     return pt_reduce8(acc);
@@ -368,19 +435,17 @@ TGT512 float pt_vdot_iq4_nl_avx512(const void *w, const void *xq, int64_t n)
     const pt_blk_iq4_nl *x = w;
     const block_q8_0 *y = xq;
     const int64_t nb = n / QK, nb8 = nb / 8 * 8;
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl));
     __m256 vacc = _mm256_setzero_ps();
-    for (int64_t b0 = 0; b0 < nb8; b0 += 8) {
-        __m256i p[8];
-        uint16_t dw[8], dx[8];
-        for (int k = 0; k < 8; k++) {
-            const int64_t b = b0 + k;
-            p[k] = iq4_dot_vnni(x[b].qs, y[b].qs);
-            dw[k] = pt_iq_u16(x[b].d);
-            dx[k] = y[b].d;
+    for (int64_t b = 0; b < nb8; b += 8) {
+        __m256i r[4];
+        for (int k = 0; k < 4; k++) {
+            const iq4_pair p = iq4nl_pair(x + b + 2 * k, y + b + 2 * k, tab);
+            r[k] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(p.L, p.L),
+                                                           _mm256_sign_epi8(p.qL, p.L)),
+                                       _mm256_sign_epi8(p.H, p.H), _mm256_sign_epi8(p.qH, p.H));
         }
-        const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dw)),
-                                        _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dx)));
-        vacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold8(p)), dd, vacc);
+        vacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold_pairs(r[0], r[1], r[2], r[3])), iq4nl_scales8(x + b, y + b), vacc);
     }
     float acc[8];
     _mm256_storeu_ps(acc, vacc);
@@ -391,22 +456,35 @@ TGT512 float pt_vdot_iq4_nl_avx512(const void *w, const void *xq, int64_t n)
     return pt_reduce8(acc);
 }
 
+// Two IQ4_XS 32-blocks with dpbusd: lanes 0..3 partial sums of block 2j,
+// 4..7 of block 2j + 1 (unscaled).
+static inline __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline))
+__m256i iq4xs_pair_vnni(const uint8_t *qs, const int8_t *q8, __m256i tab)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i q = _mm256_loadu_si256((const __m256i *)qs);
+    const __m256i L = _mm256_shuffle_epi8(tab, _mm256_and_si256(q, m4));
+    const __m256i H = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+    const __m256i a = _mm256_loadu_si256((const __m256i *)q8), b = _mm256_loadu_si256((const __m256i *)(q8 + 32));
+    const __m256i qL = _mm256_permute2x128_si256(a, b, 0x20), qH = _mm256_permute2x128_si256(a, b, 0x31);
+    const __m256i r = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(L, L), _mm256_sign_epi8(qL, L));
+    return _mm256_dpbusd_epi32(r, _mm256_sign_epi8(H, H), _mm256_sign_epi8(qH, H));
+}
+
+// Block sums folded to one lane per block, times the 8 scales, summed.
 TGT512 float pt_vdot_iq4_xs_avx512(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK_K == 0);
     const pt_blk_iq4_xs *x = w;
     const block_q8_K *y = xq;
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl));
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        const uint16_t sh = pt_iq_u16(x[i].scales_h);
-        __m256i sum = _mm256_setzero_si256();
-        for (int ib = 0; ib < 8; ib++) {
-            const int ls = (((x[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | ((sh >> 2 * ib) & 3) << 4) - 32;
-            sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(iq4_dot_vnni(x[i].qs + 16 * ib, y[i].qs + 32 * ib),
-                                                           _mm256_set1_epi32(ls)));
-        }
+        const __m256i s = fold_pairs(iq4xs_pair_vnni(x[i].qs, y[i].qs, tab), iq4xs_pair_vnni(x[i].qs + 32, y[i].qs + 64, tab),
+                                     iq4xs_pair_vnni(x[i].qs + 64, y[i].qs + 128, tab),
+                                     iq4xs_pair_vnni(x[i].qs + 96, y[i].qs + 192, tab));
         const float ds = h2f(x[i].d) * y[i].d;
-        acc = fmaf(ds, (float)hsum_i32(sum), acc);
+        acc = fmaf(ds, (float)hsum_i32(_mm256_mullo_epi32(s, iq4xs_scales32(&x[i]))), acc);
     }
     return acc;
 }
