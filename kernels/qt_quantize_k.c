@@ -19,8 +19,8 @@ enum { QKK = 256 };
 // err^2 otherwise) over the initial range split and nstep + 1 candidate
 // scales (rmin + rdelta * is + nmax) / (max - min), each refit by weighted
 // least squares. min is clamped to <= 0. Returns the scale; *the_min = -min.
-static float make_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, float *the_min, uint8_t *Laux,
-                       float rmin, float rdelta, int nstep, bool use_mad)
+float qz_make_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, float *the_min, uint8_t *Laux,
+                   float rmin, float rdelta, int nstep, bool use_mad)
 {
     float mn = x[0], mx = x[0];
     float sum_w = w[0], sum_x = sum_w * x[0];
@@ -92,7 +92,7 @@ static float make_qkx2(int n, int nmax, const float *x, const float *w, uint8_t 
 // the signed value of largest magnitude) and the 18 neighbours
 // -(nmax + 0.1 * is) / max, weights x^2; keeps the least-squares scale of the
 // best. Returns the scale (0 and L = 0 for an all-zero group).
-static float make_qx(int n, int nmax, const float *x, int8_t *L)
+float qz_make_qx(int n, int nmax, const float *x, int8_t *L)
 {
     float mx = 0, amax = 0;
     for (int i = 0; i < n; i++) {
@@ -210,15 +210,16 @@ void pt_quant_q2_k(const float *x, void *dst, int64_t n)
 {
     assert(n % QKK == 0);
     uint8_t *y = dst;
-    uint8_t L[QKK], Laux[16];
-    float w[16], mins[16], scales[16];
+    uint8_t L[QKK];
+    float w[QKK], mins[16], scales[16];
     for (int64_t b = 0; b < n / QKK; b++, x += QKK, y += 84) {
         uint8_t *sc = y, *qs = y + 16;
         float max_scale = 0, max_min = 0;
+        for (int l = 0; l < QKK; l++)
+            w[l] = fabsf(x[l]);
+        for (int j = 0; j < 16; j += 8)
+            qz_make_qkx2_x8(16, 3, x + 16 * j, w + 16 * j, L + 16 * j, scales + j, mins + j, -0.5f, 0.1f, 15, true);
         for (int j = 0; j < 16; j++) {
-            for (int l = 0; l < 16; l++)
-                w[l] = fabsf(x[16 * j + l]);
-            scales[j] = make_qkx2(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
             if (scales[j] > max_scale) max_scale = scales[j];
             if (mins[j] > max_min) max_min = mins[j];
         }
@@ -344,8 +345,7 @@ static void unpack_scale_min(const uint8_t *s, int j, uint8_t *ls, uint8_t *lm)
 static void q45k_levels(const float *x, int nmax, float rmin, int nstep, uint16_t *d, uint16_t *dmin,
                         uint8_t *sc12, uint8_t *L)
 {
-    uint8_t Laux[32];
-    float w[32], mins[8], scales[8];
+    float w[QKK], mins[8], scales[8];
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < 8; j++) {
         float sum_x2 = 0;
@@ -353,8 +353,10 @@ static void q45k_levels(const float *x, int nmax, float rmin, int nstep, uint16_
             sum_x2 += x[32 * j + l] * x[32 * j + l];
         float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++)
-            w[l] = av_x + fabsf(x[32 * j + l]);
-        scales[j] = make_qkx2(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
+            w[32 * j + l] = av_x + fabsf(x[32 * j + l]);
+    }
+    qz_make_qkx2_x8(32, nmax, x, w, L, scales, mins, rmin, 0.1f, nstep, false);
+    for (int j = 0; j < 8; j++) {
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -447,8 +449,9 @@ void pt_quant_q6_k(const float *x, void *dst, int64_t n)
     for (int64_t b = 0; b < n / QKK; b++, x += QKK, y += 210) {
         int8_t *sc = (int8_t *)(y + 192);
         float max_scale = 0, max_abs = 0;
+        for (int j = 0; j < 16; j += 8)
+            qz_make_qx_x8(16, 32, x + 16 * j, L + 16 * j, scales + j);
         for (int j = 0; j < 16; j++) {
-            scales[j] = make_qx(16, 32, x + 16 * j, L + 16 * j);
             float a = fabsf(scales[j]);
             if (a > max_abs) {
                 max_abs = a;

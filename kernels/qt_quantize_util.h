@@ -8,6 +8,7 @@
 #define PETREL_KERNELS_QT_QUANTIZE_UTIL_H
 
 #include <assert.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -47,5 +48,20 @@ static inline void qz_put32(uint8_t *p, uint32_t v)
 // quantises against the stored, rounded scales).
 static inline uint16_t qz_h(float f) { return pt_f32_to_fp16(f); }
 static inline float qz_f(uint16_t h) { return pt_fp16_to_f32(h); }
+
+// ---- the K quantisers' scale searches (qt_quantize_k.c: scalar, ggml's
+// operation order; qt_quantize_x8.c: the same on 8 groups at once) ----------
+
+// ggml's make_qkx2_quants on one group of n values x with weights w.
+float qz_make_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, float *the_min, uint8_t *Laux,
+                   float rmin, float rdelta, int nstep, bool use_mad);
+// ggml's make_qx_quants with rmse_type 1 and no weights.
+float qz_make_qx(int n, int nmax, const float *x, int8_t *L);
+// Eight groups k = 0..7 of n <= 32 values at x + k * n (weights w + k * n,
+// levels L + k * n): scale_out[k] and min_out[k] bit-identical to
+// qz_make_qkx2 (nstep >= 1) / qz_make_qx on each group.
+void qz_make_qkx2_x8(int n, int nmax, const float *x, const float *w, uint8_t *L, float *scale_out, float *min_out,
+                     float rmin, float rdelta, int nstep, bool use_mad);
+void qz_make_qx_x8(int n, int nmax, const float *x, int8_t *L, float *scale_out);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "format/gguf.h"
 #include "kernels/quant.h"
+#include "kernels/qt_quantize_util.h"
 #include "kernels/qtypes.h"
 #include "tests/testutil.h"
 #include "tests/tu_sha256.h"
@@ -143,3 +144,83 @@ Test(qt_quantize, iq4_xs, .timeout = 600) { check_file("IQ4_XS"); }
 Test(qt_quantize, q4_1, .timeout = 600) { check_file("Q4_1"); }
 Test(qt_quantize, q5_0, .timeout = 600) { check_file("Q5_0"); }
 Test(qt_quantize, q5_1, .timeout = 600) { check_file("Q5_1"); }
+
+// ---- the 8-lane scale searches against the scalar ones ---------------------
+// qt_quantize_x8.c must give bit-identical results to the scalar searches
+// (which the fixture tests above tie to ggml) on the corner cases a random
+// model rarely hits: flat and all-zero groups, all-positive groups (min
+// clamped to 0), tiny groups below ggml's zero threshold, a lone value,
+// signed zeros, huge and mixed magnitudes.
+static uint32_t fbits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float rndf(float lo, float hi)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return lo + (hi - lo) * (float)((rng >> 11) & 0xFFFFFF) / 16777216.0f;
+}
+
+static void corner_groups(float *x, int n, int round)
+{
+    for (int k = 0; k < 8; k++) {
+        float *g = x + k * n;
+        int kind = (k + round) % 10;
+        for (int i = 0; i < n; i++) {
+            float r = rndf(-1.f, 1.f);
+            switch (kind) {
+            case 0: g[i] = 0.f; break;
+            case 1: g[i] = 0.37f; break;                       // flat
+            case 2: g[i] = 1.f + fabsf(r); break;              // all positive
+            case 3: g[i] = r * 1e-20f; break;                  // below GROUP_MAX_EPS
+            case 4: g[i] = i == n / 2 ? r : 0.f; break;        // lone value
+            case 5: g[i] = i % 2 ? -0.f : 0.f; break;          // signed zeros
+            case 6: g[i] = r * 3e4f; break;                    // large
+            case 7: g[i] = i % 3 ? r * 1e-3f : r * 10.f; break; // mixed magnitudes
+            case 8: g[i] = -1.f - fabsf(r); break;             // all negative
+            default: g[i] = r; break;
+            }
+        }
+    }
+}
+
+Test(qt_quantize, x8_searches_equal_scalar)
+{
+    float x[256], w[256], s1, m1, s8[8], m8[8];
+    uint8_t L1[32], L8[256], Laux[32];
+    int8_t Q1[32], Q8[256];
+    static const struct { int n, nmax; float rmin; int nstep; bool mad; } cfg[] = {
+        {16, 3, -0.5f, 15, true},   // Q2_K
+        {32, 15, -1.f, 20, false},  // Q4_K
+        {32, 31, -0.5f, 15, false}, // Q5_K
+    };
+    for (int round = 0; round < 200; round++) {
+        for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+            const int n = cfg[c].n;
+            corner_groups(x, n, round);
+            for (int i = 0; i < 8 * n; i++)
+                w[i] = cfg[c].mad ? fabsf(x[i]) : 0.25f + fabsf(x[i]);
+            qz_make_qkx2_x8(n, cfg[c].nmax, x, w, L8, s8, m8, cfg[c].rmin, 0.1f, cfg[c].nstep, cfg[c].mad);
+            for (int k = 0; k < 8; k++) {
+                s1 = qz_make_qkx2(n, cfg[c].nmax, x + k * n, w + k * n, L1, &m1, Laux, cfg[c].rmin, 0.1f,
+                                  cfg[c].nstep, cfg[c].mad);
+                cr_assert(fbits(s1) == fbits(s8[k]) && fbits(m1) == fbits(m8[k]) && !memcmp(L1, L8 + k * n, n),
+                          "qkx2 cfg %zu round %d lane %d: scale %a / %a, min %a / %a", c, round, k, s1, s8[k], m1,
+                          m8[k]);
+            }
+        }
+        corner_groups(x, 16, round);
+        qz_make_qx_x8(16, 32, x, Q8, s8);
+        for (int k = 0; k < 8; k++) {
+            s1 = qz_make_qx(16, 32, x + 16 * k, Q1);
+            cr_assert(fbits(s1) == fbits(s8[k]) && !memcmp(Q1, Q8 + 16 * k, 16), "qx round %d lane %d: %a / %a",
+                      round, k, s1, s8[k]);
+        }
+    }
+}
