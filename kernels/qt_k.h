@@ -10,23 +10,63 @@
 
 void pt_deq_q2_k(const void *src, float *y, int64_t n);
 float pt_vdot_q2_k_scalar(const void *w, const void *xq, int64_t n);
+#if defined(__x86_64__)
+float pt_vdot_q2_k_avx2(const void *w, const void *xq, int64_t n);
+#else
 #define pt_vdot_q2_k_avx2 NULL
+#endif
+#if defined(__x86_64__)
+float pt_vdot_q2_k_avx512(const void *w, const void *xq, int64_t n);
+#else
 #define pt_vdot_q2_k_avx512 NULL
+#endif
 void pt_deq_q3_k(const void *src, float *y, int64_t n);
 float pt_vdot_q3_k_scalar(const void *w, const void *xq, int64_t n);
+#if defined(__x86_64__)
+float pt_vdot_q3_k_avx2(const void *w, const void *xq, int64_t n);
+#else
 #define pt_vdot_q3_k_avx2 NULL
+#endif
+#if defined(__x86_64__)
+float pt_vdot_q3_k_avx512(const void *w, const void *xq, int64_t n);
+#else
 #define pt_vdot_q3_k_avx512 NULL
+#endif
 void pt_deq_q4_k(const void *src, float *y, int64_t n);
 float pt_vdot_q4_k_scalar(const void *w, const void *xq, int64_t n);
+#if defined(__x86_64__)
+float pt_vdot_q4_k_avx2(const void *w, const void *xq, int64_t n);
+#else
 #define pt_vdot_q4_k_avx2 NULL
+#endif
+#if defined(__x86_64__)
+float pt_vdot_q4_k_avx512(const void *w, const void *xq, int64_t n);
+#else
 #define pt_vdot_q4_k_avx512 NULL
+#endif
 void pt_deq_q5_k(const void *src, float *y, int64_t n);
 float pt_vdot_q5_k_scalar(const void *w, const void *xq, int64_t n);
+#if defined(__x86_64__)
+float pt_vdot_q5_k_avx2(const void *w, const void *xq, int64_t n);
+#else
 #define pt_vdot_q5_k_avx2 NULL
+#endif
+#if defined(__x86_64__)
+float pt_vdot_q5_k_avx512(const void *w, const void *xq, int64_t n);
+#else
 #define pt_vdot_q5_k_avx512 NULL
+#endif
 void pt_deq_q6_k(const void *src, float *y, int64_t n);
 float pt_vdot_q6_k_scalar(const void *w, const void *xq, int64_t n);
+#if defined(__x86_64__)
+float pt_vdot_q6_k_avx2(const void *w, const void *xq, int64_t n);
+#else
 #define pt_vdot_q6_k_avx2 NULL
+#endif
+#if defined(__x86_64__)
+float pt_vdot_q6_k_avx512(const void *w, const void *xq, int64_t n);
+#else
 #define pt_vdot_q6_k_avx512 NULL
+#endif
 
 #endif

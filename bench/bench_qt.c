@@ -1,0 +1,93 @@
+// bench/bench_qt.c — single-thread speed of each weight type's row dot
+// product (pt_vdot_fn) on every available path: 7168-long rows, a weight
+// set that stays in L2 (so the figure is the kernel's, not the memory's),
+// reported as ns per row and GB/s of weight bytes.
+// usage: bench_qt [rows_in_set (64)] [seconds per case (0.3)]
+// Figure: the fastest pass over the set (robust to a busy machine).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/qtypes.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static bool path_ok(int p)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (p == PT_QPATH_AVX2)
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (p == PT_QPATH_AVX512)
+        return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni") &&
+               __builtin_cpu_supports("avx512vl");
+#endif
+    return p == PT_QPATH_SCALAR;
+}
+
+int main(int argc, char **argv)
+{
+    const int nrows = argc > 1 ? atoi(argv[1]) : 64;
+    const double secs = argc > 2 ? atof(argv[2]) : 0.3;
+    const int64_t n = 7168;
+    static const char *names[] = {"p", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k",
+                                  "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq1_m", "iq4_nl", "iq3_s",
+                                  "iq2_s", "iq4_xs"};
+    float *x = malloc((size_t)n * 4);
+    unsigned s = 1;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)((s = s * 1103515245u + 12345u) >> 8 & 0xFFFF) / 32768.0f - 1.0f;
+    printf("%-8s %-7s %10s %8s\n", "type", "path", "ns/row", "GB/s");
+    for (size_t k = 1; k < sizeof names / sizeof names[0]; k++) {
+        const int t = pt_dtype_from_name(names[k]);
+        const pt_qtraits *q = t >= 0 ? pt_qtraits_of((uint32_t)t) : NULL;
+        if (!q || !q->vdot[0] || !pt_actq_of(q->act))
+            continue;
+        const size_t rb = (size_t)(n / q->blck) * (size_t)q->bytes;
+        uint8_t *w = malloc(rb * (size_t)nrows);
+        // real quantised rows where Petrel has the quantiser (random bytes
+        // give random fp16 scales: subnormal products slow the f32 steps)
+        float *wf = malloc((size_t)n * 4);
+        for (int r = 0; r < nrows; r++) {
+            for (int64_t i = 0; i < n; i++)
+                wf[i] = (float)((s = s * 1103515245u + 12345u) >> 8 & 0xFFFF) / 32768.0f - 1.0f;
+            if (q->quant)
+                q->quant(wf, w + rb * (size_t)r, n);
+            else
+                for (size_t i = 0; i < rb; i++)
+                    w[rb * (size_t)r + i] = (uint8_t)((s = s * 1103515245u + 12345u) >> 16);
+        }
+        free(wf);
+        void *xq = malloc(pt_act_row_bytes(q->act, n));
+        pt_actq_of(q->act)(x, xq, n);
+        for (int p = 0; p < PT_QPATH_N; p++) {
+            if (!q->vdot[p] || !path_ok(p))
+                continue;
+            // the fastest pass over the set: on a shared machine the mean
+            // measures the neighbours
+            volatile float sink = 0;
+            double best = 1e30;
+            const double t0 = now();
+            do {
+                const double a = now();
+                for (int r = 0; r < nrows; r++)
+                    sink += q->vdot[p](w + rb * (size_t)r, xq, n);
+                const double e = now() - a;
+                best = e < best ? e : best;
+            } while (now() - t0 < secs);
+            const double ns = best * 1e9 / nrows;
+            printf("%-8s %-7s %10.1f %8.1f\n", q->name, p == 0 ? "scalar" : p == 1 ? "avx2" : "avx512", ns,
+                   (double)rb / ns);
+        }
+        free(w);
+        free(xq);
+    }
+    free(x);
+    return 0;
+}
