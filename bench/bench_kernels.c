@@ -8,18 +8,32 @@
 // a buffer of the same size, measured by this binary in the same run with
 // the same thread count. Memory use stays below ~2.5 GiB.
 //
-// Usage: bench_kernels [--quick]   (--quick: smaller working set, fewer shapes)
+// A second table measures GEMV per weight type: every type of the
+// type-traits table (kernels/qtypes.h) that Petrel supports, on the two
+// routed-expert shapes, each next to the read bandwidth of its own buffers.
+// A type that is not supported yet, or whose pt_gemv does not match a float
+// reference on a small matrix (checked in a child process, so a missing
+// path cannot take the benchmark down), is listed as skipped.
+//
+// Usage: bench_kernels [--quick] [--types all|T,T,...] [--types-only]
+//   --quick       smaller working set, fewer shapes
+//   --types       which types the per-type table measures (default all)
+//   --types-only  only the per-type table; its RESULT line is then
+//                 RESULT membw_gbs=… <type>_gemv_gbs=… <type>_gemv_ratio=… …
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "kernels/matmul.h"
+#include "kernels/qtypes.h"
 #include "kernels/quant.h"
 
 static double now(void)
@@ -180,6 +194,54 @@ static void fill_weights(pt_dtype t, uint8_t *p, size_t bytes)
     }
 }
 
+// Valid contents for any type of the table: the float types, Q4_0 and
+// Q8_0 as fill_weights; a type Petrel can quantise gets SAMPLE rows of
+// weight-like floats quantised by its own quantiser and repeated over the
+// buffer (the bytes only have to be realistic, not distinct); the others
+// (i-quants without a quantiser) random bytes with an ordinary fp16 block
+// scale where the layout has one. `cols` is the row length in values.
+static void fill_typed(pt_dtype t, uint8_t *p, size_t bytes, int64_t cols)
+{
+    enum { SAMPLE = 16 };
+    if (!pt_dtype_is_block(t) || t == PT_Q4_0 || t == PT_Q8_0) {
+        fill_weights(t, p, bytes);
+        return;
+    }
+    const size_t rb = pt_row_bytes(t, (uint64_t)cols);
+    if (pt_dtype_can_quantize(t)) {
+        float *x = malloc(sizeof(float) * (size_t)cols);
+        uint8_t *rows = malloc(rb * SAMPLE);
+        for (int r = 0; r < SAMPLE; r++) {
+            for (int64_t i = 0; i < cols; i++) // a bell-shaped sum of three uniforms
+                x[i] = (float)((int)(rnd64() % 2001) + (int)(rnd64() % 2001) + (int)(rnd64() % 2001) - 3000) * 1e-4f;
+            pt_quantize_row(t, x, rows + (size_t)r * rb, cols);
+        }
+        for (size_t o = 0; o < bytes; o += rb * SAMPLE) {
+            size_t n = bytes - o < rb * SAMPLE ? bytes - o : rb * SAMPLE;
+            memcpy(p + o, rows, n);
+        }
+        free(rows);
+        free(x);
+        return;
+    }
+    uint64_t *w = (uint64_t *)p;
+    for (size_t i = 0; i < bytes / 8; i++)
+        w[i] = rnd64();
+    const pt_qtraits *q = pt_qtraits_of(t);
+    for (size_t o = 0; o + (size_t)q->bytes <= bytes; o += (size_t)q->bytes) {
+        if (t == PT_IQ1_M) { // fp16 scale in the top nibbles of the 4 scale words
+            uint16_t sc[4], d = (uint16_t)(0x2000 + (rnd64() & 0x0FFF));
+            memcpy(sc, p + o + 48, 8);
+            for (int k = 0; k < 4; k++)
+                sc[k] = (uint16_t)((sc[k] & 0x0FFF) | (((d >> (4 * k)) & 0xF) << 12));
+            memcpy(p + o + 48, sc, 8);
+        } else { // every other i-quant starts its block with the fp16 d
+            uint16_t d = (uint16_t)(0x2000 + (rnd64() & 0x0FFF));
+            memcpy(p + o, &d, 2);
+        }
+    }
+}
+
 typedef struct {
     int64_t rows, cols; // out x in
     const char *what;
@@ -214,7 +276,7 @@ static void bench_gemv(pt_dtype t, const shape *s, size_t ws, double min_s, doub
     uint8_t *buf = big_alloc(nm * mb);
     if (!buf)
         return;
-    fill_weights(t, buf, nm * mb);
+    fill_typed(t, buf, nm * mb, s->cols);
     float *x = malloc(sizeof(float) * (size_t)s->cols), *y = malloc(sizeof(float) * (size_t)s->rows);
     for (int64_t i = 0; i < s->cols; i++)
         x[i] = (float)((int)(rnd64() % 2001) - 1000) * 1e-3f;
@@ -292,9 +354,176 @@ static double loadavg(void)
     return l;
 }
 
+// ---- GEMV per weight type ---------------------------------------------------
+
+// Does pt_gemv of type t agree with a float reference (the type's own
+// dequantisation, dotted in double) on a small matrix? Run in a child
+// process, before this process starts any OpenMP threads, so that a type
+// whose path asserts or crashes is reported as skipped instead of ending
+// the benchmark; 60 s alarm against a hang. The tolerance covers the 8-bit
+// activation quantisation of the quantised types (far below what a wrong
+// layout or a missing path produces).
+static bool gemv_agrees(pt_dtype t)
+{
+    const int64_t rows = 8, cols = 2048;
+    pid_t pid = fork();
+    if (pid < 0)
+        return false;
+    if (pid == 0) {
+        alarm(60);
+        const size_t rb = pt_row_bytes(t, (uint64_t)cols);
+        uint8_t *w = malloc(rb * (size_t)rows);
+        float *x = malloc(sizeof(float) * cols), *y = malloc(sizeof(float) * rows);
+        float *d = malloc(sizeof(float) * cols);
+        fill_typed(t, w, rb * (size_t)rows, cols);
+        for (int64_t i = 0; i < cols; i++)
+            x[i] = (float)((int)(rnd64() % 2001) - 1000) * 1e-3f;
+        pt_mat m = {.data = w, .type = t, .rows = rows, .cols = cols};
+        pt_gemv(&m, x, y);
+        for (int64_t r = 0; r < rows; r++) {
+            pt_dequantize_row(t, w + (size_t)r * rb, d, cols);
+            double ref = 0, mag = 0;
+            for (int64_t i = 0; i < cols; i++) {
+                ref += (double)d[i] * x[i];
+                mag += fabs((double)d[i] * x[i]);
+            }
+            if (!(fabs((double)y[r] - ref) <= 0.02 * mag + 1e-4))
+                _exit(2);
+        }
+        _exit(0);
+    }
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid)
+        return false;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+// Is t among the comma-separated names of `list` ("all": every type)?
+static bool in_list(const char *list, pt_dtype t)
+{
+    if (!strcmp(list, "all"))
+        return true;
+    const char *name = pt_dtype_name(t);
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t k = e ? (size_t)(e - p) : strlen(p);
+        if (k == n && !strncasecmp(p, name, n))
+            return true;
+        p += k + (e ? 1 : 0);
+    }
+    return false;
+}
+
+enum { MAXT = 40 };
+typedef struct {
+    pt_dtype t[MAXT];     // (n,) the types to measure, in table order
+    int n;
+    bool ok[MAXT];        // (n,) supported and agreeing with the reference
+    const char *why[MAXT]; // (n,) reason for a skip
+} type_set;
+
+// The types of the table named by `list`, each probed (gemv_agrees).
+static void select_types(const char *list, type_set *ts)
+{
+    ts->n = 0;
+    for (uint32_t id = 0; id < MAXT; id++) {
+        const pt_qtraits *q = pt_qtraits_of(id);
+        if (!q || id == PT_Q8_1 || id == PT_Q8_K || !in_list(list, (pt_dtype)id))
+            continue;
+        int i = ts->n++;
+        ts->t[i] = (pt_dtype)id;
+        ts->ok[i] = false;
+        if (!pt_dtype_valid(id))
+            ts->why[i] = "not supported yet (no dequant / vdot / activation quantiser)";
+        else if (!gemv_agrees((pt_dtype)id))
+            ts->why[i] = "pt_gemv fails or disagrees with the float reference";
+        else
+            ts->ok[i] = true, ts->why[i] = NULL;
+    }
+}
+
+// Per-type GEMV table over the two routed-expert shapes (gate/up 2048x7168,
+// down 7168x2048); fills gbs[i] and ratio[i] for 2 threads over both shapes
+// together (bytes / time, the read bandwidth of the same bytes alongside:
+// each type gets its own denominator), -1 for a skipped type; returns the
+// read bandwidth over all the measured bytes.
+static double bench_types(const type_set *ts, size_t ws, double min_s, double *gbs, double *ratio)
+{
+    printf("\nGEMV per weight type, routed-expert shapes, effective weight GB/s; read = read bandwidth\n"
+           "of the same buffer just before; \"2 thr both\" = both shapes together, 2 threads\n");
+    printf("%-8s %-10s %8s %7s %6s %8s %7s %6s\n", "type", "shape", "1 thread", "read", "ratio", "2 thr",
+           "read", "ratio");
+    double all_bytes = 0, all_rsecs = 0;
+    for (int i = 0; i < ts->n; i++) {
+        pt_dtype t = ts->t[i];
+        gbs[i] = ratio[i] = -1;
+        if (!ts->ok[i]) {
+            printf("%-8s skipped: %s\n", pt_dtype_name(t), ts->why[i]);
+            continue;
+        }
+        agg a = {0};
+        for (int si = 0; si < 2; si++) {
+            const shape *s = &shapes[si];
+            double g[3], r[3];
+            bench_gemv(t, s, ws, min_s, g, r);
+            if (g[2] <= 0 || r[2] <= 0)
+                continue;
+            double mb = (double)pt_row_bytes(t, (uint64_t)s->cols) * (double)s->rows;
+            a.bytes += mb;
+            a.secs += mb / (g[2] * 1e9);
+            a.rsecs += mb / (r[2] * 1e9);
+            char name[32];
+            snprintf(name, sizeof name, "%ldx%ld", (long)s->rows, (long)s->cols);
+            printf("%-8s %-10s %8.2f %7.2f %6.3f %8.2f %7.2f %6.3f\n", pt_dtype_name(t), name, g[1], r[1],
+                   g[1] / r[1], g[2], r[2], g[2] / r[2]);
+            fflush(stdout);
+        }
+        if (a.secs > 0) {
+            gbs[i] = a.bytes / a.secs / 1e9;
+            ratio[i] = a.rsecs / a.secs;
+            all_bytes += a.bytes;
+            all_rsecs += a.rsecs;
+            printf("%-8s 2 thr both %6.2f GB/s, read %.2f GB/s, ratio %.3f\n", pt_dtype_name(t), gbs[i],
+                   a.bytes / a.rsecs / 1e9, ratio[i]);
+        }
+    }
+    return all_rsecs > 0 ? all_bytes / all_rsecs / 1e9 : 0;
+}
+
+// " q4_k_gemv_gbs=… q4_k_gemv_ratio=…" for every type of the set ("na"
+// for a skipped one).
+static void print_type_keys(const type_set *ts, const double *gbs, const double *ratio)
+{
+    for (int i = 0; i < ts->n; i++) {
+        const char *n = pt_dtype_name(ts->t[i]);
+        if (ratio[i] < 0)
+            printf(" %s_gemv_gbs=na %s_gemv_ratio=na", n, n);
+        else
+            printf(" %s_gemv_gbs=%.2f %s_gemv_ratio=%.3f", n, gbs[i], n, ratio[i]);
+    }
+    printf("\n");
+}
+
 int main(int argc, char **argv)
 {
-    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    int quick = 0, types_only = 0;
+    const char *types_list = "all";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else if (!strcmp(argv[i], "--types-only"))
+            types_only = 1;
+        else if (!strcmp(argv[i], "--types") && i + 1 < argc)
+            types_list = argv[++i];
+        else {
+            fprintf(stderr, "usage: bench_kernels [--quick] [--types all|T,T,...] [--types-only]\n");
+            return 2;
+        }
+    }
+    // probed before anything here starts OpenMP threads (gemv_agrees forks)
+    static type_set ts;
+    select_types(types_list, &ts);
     size_t llc = llc_bytes();
     size_t ws = 4 * llc;
     if (ws < (512u << 20))
@@ -326,6 +555,15 @@ int main(int argc, char **argv)
             printf("read bandwidth (%d thread%s): %.2f GB/s\n", th, th > 1 ? "s" : "", membw[th]);
         }
         free(buf);
+    }
+
+    static double tgbs[MAXT], tratio[MAXT];
+    if (types_only) {
+        double bw = bench_types(&ts, ws, min_s, tgbs, tratio);
+        printf("\nload average at end: %.2f\n", loadavg());
+        printf("\nRESULT membw_gbs=%.2f", bw > 0 ? bw : membw[2]);
+        print_type_keys(&ts, tgbs, tratio);
+        return 0;
     }
 
     const pt_dtype types[] = {PT_Q4_0, PT_Q8_0, PT_BF16, PT_F32};
@@ -377,6 +615,8 @@ int main(int argc, char **argv)
                 fflush(stdout);
             }
 
+    bench_types(&ts, ws, min_s, tgbs, tratio);
+
     // RESULT: 2 threads, the large shapes together; the read bandwidth is
     // the one measured alongside those GEMV runs (same buffers, same time)
     double q4 = large[2][0].bytes / large[2][0].secs / 1e9;
@@ -388,7 +628,8 @@ int main(int argc, char **argv)
     printf("2 threads, large shapes: read bandwidth alongside q4_0 runs %.2f GB/s, alongside q8_0 runs "
            "%.2f GB/s; at the start %.2f GB/s\n", r4, r8, membw[2]);
     printf("\nRESULT membw_gbs=%.2f gemv_q4_0_gbs=%.2f gemv_q4_0_ratio=%.3f gemv_q8_0_gbs=%.2f "
-           "gemv_q8_0_ratio=%.3f\n",
+           "gemv_q8_0_ratio=%.3f",
            bw, q4, q4 / r4, q8, q8 / r8);
+    print_type_keys(&ts, tgbs, tratio);
     return 0;
 }

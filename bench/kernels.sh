@@ -2,11 +2,16 @@
 # bench/kernels.sh — CPU kernel benchmark (issue 5): GEMV effective weight
 # bandwidth next to the machine's read bandwidth measured in the same run
 # (working set > 4x the last-level cache), for 1 and 2 threads, and GEMM
-# GFLOP/s at batch 8 / 64 / 512. Last line:
+# GFLOP/s at batch 8 / 64 / 512, then GEMV per weight type (every type of
+# kernels/qtypes.h that Petrel supports, on the routed-expert shapes, each
+# against the read bandwidth of its own buffers; unsupported types are
+# listed as skipped). Last line:
 #   RESULT membw_gbs=… gemv_q4_0_gbs=… gemv_q4_0_ratio=… gemv_q8_0_gbs=… gemv_q8_0_ratio=…
-# (2 threads, over the large decode shapes together).
+#          <type>_gemv_gbs=… <type>_gemv_ratio=… (per type; "na" when skipped)
+# (2 threads; the first five over the large decode shapes together).
 #
-# Usage: bench/kernels.sh [--quick]     BUILD_DIR=... to choose the build dir.
+# Usage: bench/kernels.sh [--quick] [--types all|T,T,...] [--types-only]
+#   BUILD_DIR=... to choose the build dir.
 # Memory: below ~2.5 GiB. Run it on an otherwise idle machine: other load
 # on the cores or on the memory bus shows up directly in the figures.
 set -eu

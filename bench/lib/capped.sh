@@ -1,0 +1,110 @@
+# bench/lib/capped.sh — shell helpers shared by the memory-capped
+# benchmarks (sourced, not run): a cgroup-v1 memory cap for one command,
+# dropping the page cache, reading key=value fields, and the bench16 model
+# converted once per expert type.
+#
+# After sourcing, call cap_init NAME once (NAME prefixes messages and the
+# child cgroups). Needs root for cgroups and drop_caches; without them the
+# helpers say so once and run uncapped / without dropping.
+
+# cap_init NAME: finds the writable cgroup-v1 memory controller of this
+# shell (CAP_PARENT, empty when there is none).
+cap_init() {
+    CAP_NAME=$1
+    CAP_PARENT=""
+    local memcg
+    memcg=$(awk -F: '$2=="memory"{print $3}' /proc/self/cgroup 2>/dev/null || true)
+    if [ -n "$memcg" ] && [ -w "/sys/fs/cgroup/memory$memcg" ]; then
+        CAP_PARENT=/sys/fs/cgroup/memory${memcg%/}
+    else
+        echo "$CAP_NAME: no writable cgroup-v1 memory controller: runs are NOT capped" >&2
+    fi
+}
+
+# drop_caches: sync and drop the page cache, so that the next run is cold.
+drop_caches() {
+    sync
+    if ! echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then
+        echo "$CAP_NAME: cannot drop the page cache (not root?): 'cold' runs are not cold" >&2
+    fi
+}
+
+# run_capped LIMIT_BYTES LOG CMD...: runs CMD in a fresh child cgroup with
+# memory.limit_in_bytes = LIMIT (LIMIT 0: no cap); stdout to LOG.out,
+# stderr to LOG.err, the exit status to LOG.rc; prints the OOM-kill count
+# of the cgroup (0 when uncapped). The cgroup starts empty, so page cache
+# charged to earlier runs is not counted against this one (but can still
+# be hit: drop_caches first for a cold run).
+run_capped() {
+    local limit=$1 log=$2 rc=0
+    shift 2
+    if [ -z "$CAP_PARENT" ] || [ "$limit" = 0 ]; then
+        "$@" >"$log.out" 2>"$log.err" || rc=$?
+        echo "$rc" >"$log.rc"
+        echo 0
+        return
+    fi
+    local cg=$CAP_PARENT/$CAP_NAME-$$-$RANDOM
+    mkdir "$cg"
+    echo "$limit" >"$cg/memory.limit_in_bytes"
+    (echo "$BASHPID" >"$cg/cgroup.procs" && exec "$@") >"$log.out" 2>"$log.err" || rc=$?
+    echo "$rc" >"$log.rc"
+    local oom
+    oom=$(awk '$1=="oom_kill"{print $2}' "$cg/memory.oom_control" 2>/dev/null || echo 0)
+    # pages still charged to the cgroup keep it from being removed at once
+    for _ in 1 2 3 4 5; do
+        rmdir "$cg" 2>/dev/null && break
+        echo 0 >"$cg/memory.force_empty" 2>/dev/null || true
+        sleep 0.2
+    done
+    echo "${oom:-0}"
+}
+
+# field NAME LINE: the value of NAME=value in a space-separated LINE.
+field() {
+    sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"
+}
+
+# bench16_model PETREL WORK EXPERT_TYPE: prints the path of bench16
+# converted with EXPERT_TYPE experts and a q8_0 trunk, converting it first
+# when missing (the q4_0 file is bench/stream.sh's $WORK/bench16.gguf; the
+# others $WORK/bench16-<type>.gguf). The FP8 source is generated once into
+# $WORK/bench16-src and kept for the other types (remove it when done).
+# Returns 2 (and prints a message) when Petrel cannot write the type yet,
+# 1 on other failures.
+bench16_model() {
+    local petrel=$1 work=$2 type=$3 out
+    if [ "$type" = q4_0 ]; then out=$work/bench16.gguf; else out=$work/bench16-$type.gguf; fi
+    if [ -f "$out" ]; then
+        echo "$out"
+        return 0
+    fi
+    mkdir -p "$work"
+    if [ ! -f "$work/bench16-src/config.json" ] || [ -f "$work/bench16-src.incomplete" ]; then
+        local avail_gb
+        avail_gb=$(df -BG --output=avail "$work" | tail -1 | tr -dc 0-9)
+        if [ "$avail_gb" -lt 40 ]; then
+            echo "$CAP_NAME: $work has ${avail_gb} GB free; bench16 needs ~40 GB (22 GB FP8 + 13 GB GGUF)" >&2
+            return 1
+        fi
+        echo "$CAP_NAME: generating bench16 into $work/bench16-src (once)" >&2
+        touch "$work/bench16-src.incomplete"
+        "$petrel" synth --preset bench16 -o "$work/bench16-src" --quiet >&2 || return 1
+        rm -f "$work/bench16-src.incomplete"
+    fi
+    # the layout plan fails fast (without reading weights) for a type that
+    # the converter cannot write yet
+    if ! "$petrel" convert --plan "$work/bench16-src" --expert-type "$type" --trunk-type q8_0 >/dev/null 2>&1; then
+        echo "$CAP_NAME: petrel convert cannot write $type experts yet: skipping $type" >&2
+        return 2
+    fi
+    # into a temporary name (an interrupted conversion resumes there) that
+    # becomes $out only once complete, so that an existing $out is whole
+    echo "$CAP_NAME: converting bench16 with $type experts into $out" >&2
+    "$petrel" convert "$work/bench16-src" -o "$out.part" --expert-type "$type" --trunk-type q8_0 >/dev/null || {
+        echo "$CAP_NAME: converting $type failed" >&2
+        return 1
+    }
+    mv "$out.part" "$out"
+    echo "$out"
+}
