@@ -38,7 +38,7 @@ static int nearest_level(float v)
 // value of largest magnitude), refit by least squares, then try
 // id = (itry - 127) / max for itry in [-7, 7] and keep the refit with the
 // largest sumqx^2 / sumq2. 0 for an all-zero block.
-static float block_scale(const float *x)
+float qz_iq4_block_scale(const float *x)
 {
     float amax = 0, mx = 0;
     for (int j = 0; j < 32; j++) {
@@ -93,8 +93,12 @@ void pt_quant_iq4_nl(const float *x, void *dst, int64_t n)
     assert(n % 32 == 0);
     uint8_t *y = dst;
     uint8_t L[32];
-    for (int64_t b = 0; b < n / 32; b++, x += 32, y += 18) {
-        const float d = block_scale(x);
+    float d8[8];
+    const int64_t nb = n / 32, nb8 = nb - nb % 8; // blocks searched 8 at a time
+    for (int64_t b = 0; b < nb; b++, x += 32, y += 18) {
+        if (b < nb8 && b % 8 == 0)
+            qz_iq4_scales_x8(x, iq4_values, NTRY, d8);
+        const float d = b < nb8 ? d8[b % 8] : qz_iq4_block_scale(x);
         qz_put16(y, qz_h(d));
         const float id = d ? 1 / d : 0;
         for (int j = 0; j < 32; j++)
@@ -116,8 +120,8 @@ void pt_quant_iq4_xs(const float *x, void *dst, int64_t n)
     float scales[8];
     for (int64_t b = 0; b < n / SB; b++, x += SB, y += 136) {
         float max_scale = 0, amax_scale = 0;
+        qz_iq4_scales_x8(x, iq4_values, NTRY, scales);
         for (int ib = 0; ib < 8; ib++) {
-            scales[ib] = block_scale(x + 32 * ib);
             float a = fabsf(scales[ib]);
             if (a > amax_scale) {
                 amax_scale = a;

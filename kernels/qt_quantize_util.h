@@ -63,5 +63,11 @@ float qz_make_qx(int n, int nmax, const float *x, int8_t *L);
 void qz_make_qkx2_x8(int n, int nmax, const float *x, const float *w, uint8_t *L, float *scale_out, float *min_out,
                      float rmin, float rdelta, int nstep, bool use_mad);
 void qz_make_qx_x8(int n, int nmax, const float *x, int8_t *L, float *scale_out);
+// The IQ4 best scales (ggml quantize_row_iq4_nl_impl's per-block search with
+// x^2 weights, ntry steps either side) of 8 blocks of 32 values at x + 32 k,
+// over the 16 levels; bit-identical to qt_quantize_iq4.c's scalar search.
+void qz_iq4_scales_x8(const float *x, const int8_t *levels, int ntry, float *d_out);
+// The scalar search of one block (qt_quantize_iq4.c; IQ4_NL's ntry 7).
+float qz_iq4_block_scale(const float *x);
 
 #endif

@@ -162,3 +162,65 @@ void qz_make_qx_x8(int n, int nmax, const float *x, int8_t *L, float *scale_out)
         scale_out[k] = zero[k] ? 0.f : scale[k];
     }
 }
+
+// The IQ4 level chosen for each lane's v (as a float), as ggml's
+// best_index_int8 chooses it: up to the first level the first; from the
+// last level up (and for NaN, where its binary search ends there) the last;
+// otherwise, with lo <= v < hi the two levels around v, lo iff
+// v - lo < hi - v (a tie goes to hi).
+static inline v8f vlevel(v8f v, const float *lv)
+{
+    v8f lo = (v8f){0} + lv[0], hi = (v8f){0} + lv[15];
+    for (int k = 1; k < 15; k++)
+        lo = sel_f((v8f){0} + lv[k] <= v, (v8f){0} + lv[k], lo);
+    for (int k = 14; k >= 1; k--)
+        hi = sel_f((v8f){0} + lv[k] > v, (v8f){0} + lv[k], hi);
+    v8f q = sel_f(v - lo < hi - v, lo, hi);
+    q = sel_f(v <= lv[0], (v8f){0} + lv[0], q);
+    return sel_f((v >= lv[15]) | (v != v), (v8f){0} + lv[15], q);
+}
+
+QZ_CLONES
+void qz_iq4_scales_x8(const float *x, const int8_t *levels, int ntry, float *d_out)
+{
+    assert(ntry > 0);
+    v8f X[32];
+    float lv[16];
+    for (int k = 0; k < 16; k++)
+        lv[k] = levels[k];
+    for (int i = 0; i < 32; i++)
+        for (int k = 0; k < 8; k++)
+            X[i][k] = x[32 * k + i];
+    v8f amax = {0}, mx = {0};
+    for (int i = 0; i < 32; i++) {
+        v8f ax = vabs(X[i]);
+        v8i m = ax > amax;
+        amax = sel_f(m, ax, amax);
+        mx = sel_f(m, X[i], mx);
+    }
+    const v8i zero = amax < GROUP_MAX_EPS;
+    v8f d = -mx / lv[0];
+    v8f id = 1 / d;
+    v8f sumqx = {0}, sumq2 = {0};
+    for (int i = 0; i < 32; i++) {
+        v8f q = vlevel(id * X[i], lv), w = X[i] * X[i];
+        sumqx += w * q * X[i];
+        sumq2 += w * q * q;
+    }
+    d = sel_f(sumq2 > 0, sumqx / sumq2, (v8f){0});
+    v8f best = d * sumqx;
+    for (int itry = -ntry; itry <= ntry; itry++) {
+        id = (float)(itry + levels[0]) / mx;
+        sumqx = sumq2 = (v8f){0};
+        for (int i = 0; i < 32; i++) {
+            v8f q = vlevel(id * X[i], lv), w = X[i] * X[i];
+            sumqx += w * q * X[i];
+            sumq2 += w * q * q;
+        }
+        v8i take = (sumq2 > 0) & (sumqx * sumqx > best * sumq2);
+        d = sel_f(take, sumqx / sumq2, d);
+        best = sel_f(take, d * sumqx, best);
+    }
+    for (int k = 0; k < 8; k++)
+        d_out[k] = zero[k] ? 0.f : d[k];
+}

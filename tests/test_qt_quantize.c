@@ -215,6 +215,13 @@ Test(qt_quantize, x8_searches_equal_scalar)
                           m8[k]);
             }
         }
+        static const int8_t iq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+        corner_groups(x, 32, round);
+        qz_iq4_scales_x8(x, iq4, 7, s8);
+        for (int k = 0; k < 8; k++) {
+            s1 = qz_iq4_block_scale(x + 32 * k);
+            cr_assert(fbits(s1) == fbits(s8[k]), "iq4 round %d lane %d: %a / %a", round, k, s1, s8[k]);
+        }
         corner_groups(x, 16, round);
         qz_make_qx_x8(16, 32, x, Q8, s8);
         for (int k = 0; k < 8; k++) {
