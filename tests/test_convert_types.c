@@ -154,6 +154,7 @@ Test(convert_types, mixed_types_equal_llama_quantize, .timeout = 300)
         }
         double r = sxy / sqrt(sxx * syy);
         cr_assert_gt(r, 0.8, "logits correlate %.3f with the reference model's", r);
+        cr_log_info("mixed-type file: logits of case 1 correlate %.4f with the reference model's", r);
         free(got);
         free(ids);
         free(gold);
