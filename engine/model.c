@@ -166,53 +166,147 @@ static bool yarn_active(const pt_hparams *hp)
     return hp->yarn && hp->yarn_factor > 1.0f && hp->n_ctx_train > hp->yarn_orig_ctx;
 }
 
+// Checks one present tensor against its spec: shape, and a type Petrel computes.
+static int check_tensor(const petrel_model *m, const pt_tensor_spec *s, const gguf_tensor *t, pt_err *err)
+{
+    bool same = t->n_dims == s->n_dims;
+    for (uint32_t d = 0; same && d < s->n_dims; d++)
+        same = t->ne[d] == s->ne[d];
+    if (!same) {
+        char want[96], got[96];
+        int w = 0, h = 0;
+        for (uint32_t d = 0; d < s->n_dims; d++)
+            w += snprintf(want + w, sizeof want - (size_t)w, "%s%llu", d ? "," : "", (unsigned long long)s->ne[d]);
+        for (uint32_t d = 0; d < t->n_dims; d++)
+            h += snprintf(got + h, sizeof got - (size_t)h, "%s%llu", d ? "," : "", (unsigned long long)t->ne[d]);
+        return pt_errf(err, "%s: tensor '%s' has shape {%s}, the metadata implies {%s}", m->path, s->name, got,
+                       want);
+    }
+    if (!pt_dtype_valid(t->type)) {
+        char tn[16];
+        const char *gn = gguf_type_name(t->type);
+        size_t k = 0;
+        for (; gn[k] && k + 1 < sizeof tn; k++) // ggml's name in Petrel's lower case
+            tn[k] = (char)(gn[k] >= 'A' && gn[k] <= 'Z' ? gn[k] + 32 : gn[k]);
+        tn[k] = 0;
+        return pt_errf(err, "%s: tensor '%s' has type %s, which Petrel cannot compute yet", m->path, s->name, tn);
+    }
+    return 0;
+}
+
+static bool is_kv_b_pair(const pt_tensor_spec *s)
+{
+    return s->layer >= 0 && (strstr(s->name, ".attn_k_b.weight") || strstr(s->name, ".attn_v_b.weight"));
+}
+
 // Checks the file's tensors against what the hyper-parameters require:
-// every required tensor present with the expected shape, nothing unknown.
+// every required tensor present with the expected shape and a computable
+// type, nothing unknown. A block may hold llama.cpp's legacy attn_kv_b
+// instead of attn_k_b + attn_v_b (never both); such blocks are marked
+// kv_b_legacy.
 static int validate_tensors(petrel_model *m, pt_tensor_spec *specs, int n_specs, pt_err *err)
 {
     const gguf_file *g = m->gguf;
+    const uint32_t n_blocks = pt_hp_n_blocks(&m->hp);
+    for (uint32_t il = 0; il < n_blocks; il++) {
+        pt_tensor_spec kvb;
+        pt_tensor_kv_b_spec(&m->hp, il, &kvb);
+        const gguf_tensor *t = gguf_find_tensor(g, kvb.name);
+        if (!t)
+            continue;
+        char kn[64], vn[64];
+        snprintf(kn, sizeof kn, "blk.%u.attn_k_b.weight", il);
+        snprintf(vn, sizeof vn, "blk.%u.attn_v_b.weight", il);
+        if (gguf_find_tensor(g, kn) || gguf_find_tensor(g, vn))
+            return pt_errf(err, "%s: tensor '%s' (legacy layout) next to '%s' / '%s': a block has one or the other",
+                           m->path, kvb.name, kn, vn);
+        if (check_tensor(m, &kvb, t, err) < 0)
+            return -1;
+        m->layers[il].kv_b_legacy = true;
+    }
     for (int i = 0; i < n_specs; i++) {
         const pt_tensor_spec *s = &specs[i];
         const gguf_tensor *t = gguf_find_tensor(g, s->name);
         if (!t) {
-            if (s->optional)
+            if (s->optional || (is_kv_b_pair(s) && m->layers[s->layer].kv_b_legacy))
                 continue;
             return pt_errf(err, "%s: missing tensor '%s'", m->path, s->name);
         }
-        bool same = t->n_dims == s->n_dims;
-        for (uint32_t d = 0; same && d < s->n_dims; d++)
-            same = t->ne[d] == s->ne[d];
-        if (!same) {
-            char want[96], got[96];
-            int w = 0, h = 0;
-            for (uint32_t d = 0; d < s->n_dims; d++)
-                w += snprintf(want + w, sizeof want - (size_t)w, "%s%llu", d ? "," : "",
-                              (unsigned long long)s->ne[d]);
-            for (uint32_t d = 0; d < t->n_dims; d++)
-                h += snprintf(got + h, sizeof got - (size_t)h, "%s%llu", d ? "," : "",
-                              (unsigned long long)t->ne[d]);
-            return pt_errf(err, "%s: tensor '%s' has shape {%s}, the metadata implies {%s}", m->path,
-                           s->name, got, want);
-        }
-        if (!pt_dtype_valid(t->type)) {
-            char tn[16];
-            const char *gn = gguf_type_name(t->type);
-            size_t k = 0;
-            for (; gn[k] && k + 1 < sizeof tn; k++) // ggml's name in Petrel's lower case
-                tn[k] = (char)(gn[k] >= 'A' && gn[k] <= 'Z' ? gn[k] + 32 : gn[k]);
-            tn[k] = 0;
-            return pt_errf(err, "%s: tensor '%s' has type %s, which Petrel cannot compute yet", m->path, s->name,
-                           tn);
-        }
+        if (check_tensor(m, s, t, err) < 0)
+            return -1;
     }
     for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const char *name = g->tensors[i].name;
         bool known = false;
         for (int j = 0; j < n_specs && !known; j++)
-            known = !strcmp(g->tensors[i].name, specs[j].name);
+            known = !strcmp(name, specs[j].name);
+        unsigned il;
+        int end = 0;
+        if (!known && sscanf(name, "blk.%u.attn_kv_b.weight%n", &il, &end) == 1 && name[end] == 0)
+            known = il < n_blocks && m->layers[il].kv_b_legacy;
         if (!known)
             return pt_errf(err, "%s: unexpected tensor '%s' (not part of a deepseek2 model with this metadata)",
-                           m->path, g->tensors[i].name);
+                           m->path, name);
     }
+    return 0;
+}
+
+// Makes block il's k_b and v_b from the legacy attn_kv_b t (ggml ne
+// {kv_lora, H*(nope+v)}, format/tensors.h has the row layout):
+//   v_b row (h, i) = kv_b row h*(nope+v) + nope + i, bytes copied in the
+//     stored type (the same product as llama.cpp's wv_b);
+//   k_b row (h, c), element j = kv_b row h*(nope+v) + j, element c: the k
+//     rows of each head transposed to Petrel's (kv_lora x nope) per head.
+//     A transposed row is no longer whole blocks of the stored type, so k_b
+//     is F32 (dequantised exactly), or F16 / BF16 when the file is
+//     (values moved unchanged). Costs H*kv_lora*nope*4 bytes per block
+//     (DeepSeek-V3: 32 MiB, 2 GiB over 61 blocks) instead of the stored type.
+static int load_kv_b(petrel_model *m, uint32_t il, const gguf_tensor *t, pt_err *err)
+{
+    const pt_hparams *hp = &m->hp;
+    const int64_t H = hp->n_head, nope = hp->qk_nope, vd = hp->v_head, kvl = hp->kv_lora_rank;
+    const int64_t per_head = nope + vd;
+    const size_t rb = pt_row_bytes((pt_dtype)t->type, (uint64_t)kvl);
+    assert(rb > 0 && (uint64_t)rb * (uint64_t)(H * per_head) == t->size);
+    const bool half = t->type == PT_F16 || t->type == PT_BF16;
+    const size_t es = half ? 2 : 4;
+    unsigned char *raw = malloc(t->size);
+    float *row = malloc(sizeof(float) * (size_t)kvl);
+    unsigned char *v = model_alloc(m, (uint64_t)(H * vd) * rb);
+    unsigned char *k = model_alloc(m, (uint64_t)(H * kvl * nope) * es);
+    int rc = 0;
+    if (!raw || !row || !v || !k)
+        rc = pt_errf(err, "%s: out of memory splitting tensor '%s'", m->path, t->name);
+    else
+        rc = gguf_read(m->gguf, t->offset, raw, t->size, err);
+    for (int64_t h = 0; rc == 0 && h < H; h++) {
+        const unsigned char *head = raw + (size_t)(h * per_head) * rb;
+        for (int64_t i = 0; i < vd; i++)
+            memcpy(v + (size_t)(h * vd + i) * rb, head + (size_t)(nope + i) * rb, rb);
+        for (int64_t j = 0; j < nope; j++) {
+            const unsigned char *src = head + (size_t)j * rb;
+            if (half) {
+                uint16_t *kh = (uint16_t *)k;
+                for (int64_t c = 0; c < kvl; c++)
+                    memcpy(&kh[(size_t)((h * kvl + c) * nope + j)], src + 2 * (size_t)c, 2);
+                continue;
+            }
+            if (t->type == PT_F32)
+                memcpy(row, src, rb);
+            else
+                pt_dequantize_row((pt_dtype)t->type, src, row, kvl);
+            float *kf = (float *)k;
+            for (int64_t c = 0; c < kvl; c++)
+                kf[(size_t)((h * kvl + c) * nope + j)] = row[c];
+        }
+    }
+    free(raw);
+    free(row);
+    if (rc < 0)
+        return -1;
+    pt_layer *L = &m->layers[il];
+    L->v_b = (pt_mat){.data = v, .type = (pt_dtype)t->type, .rows = H * vd, .cols = kvl};
+    L->k_b = (pt_mat){.data = k, .type = half ? (pt_dtype)t->type : PT_F32, .rows = H * kvl, .cols = nope};
     return 0;
 }
 
@@ -305,6 +399,14 @@ petrel_model *petrel_model_open(const char *path, const petrel_model_params *par
     for (int i = 0; i < n_specs; i++) {
         const gguf_tensor *t = gguf_find_tensor(m->gguf, specs[i].name);
         if (t && place_tensor(m, &specs[i], t, &err) < 0)
+            goto fail;
+    }
+    for (uint32_t il = 0; il < n_blocks; il++) {
+        if (!m->layers[il].kv_b_legacy)
+            continue;
+        char name[64];
+        snprintf(name, sizeof name, "blk.%u.attn_kv_b.weight", il);
+        if (load_kv_b(m, il, gguf_find_tensor(m->gguf, name), &err) < 0)
             goto fail;
     }
     if (!m->output.data)

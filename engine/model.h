@@ -22,6 +22,7 @@ typedef struct pt_layer {
     float *kv_a_norm;       // (kv_lora)
     pt_mat k_b;             // (H*kv_lora, nope): head h = rows [h*kv_lora, (h+1)*kv_lora)
     pt_mat v_b;             // (H*v, kv_lora):    head h = rows [h*v, (h+1)*v)
+    bool kv_b_legacy;       // the file has attn_kv_b instead: k_b / v_b made from it at load
     pt_mat o;               // (n_embd, H*v)
     float *ffn_norm;        // (n_embd)
     // dense FFN (il < n_dense_lead)

@@ -115,3 +115,16 @@ int pt_tensor_specs(const pt_hparams *hp, pt_tensor_spec **out)
     *out = list.v;
     return list.n;
 }
+
+void pt_tensor_kv_b_spec(const pt_hparams *hp, uint32_t il, pt_tensor_spec *out)
+{
+    assert(hp && out && il < pt_hp_n_blocks(hp));
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "blk.%u.attn_kv_b.weight", il);
+    out->n_dims = 2;
+    out->ne[0] = hp->kv_lora_rank;
+    out->ne[1] = (uint64_t)hp->n_head * (hp->qk_nope + hp->v_head);
+    out->ne[2] = out->ne[3] = 1;
+    out->role = PT_ROLE_TRUNK;
+    out->layer = (int32_t)il;
+}

@@ -30,4 +30,15 @@ typedef struct pt_tensor_spec {
 // (including optional ones, flagged). Returns the count, -1 on OOM.
 int pt_tensor_specs(const pt_hparams *hp, pt_tensor_spec **out);
 
+// The legacy alternative to block il's attn_k_b + attn_v_b: llama.cpp's
+// deepseek2 files from before the MLA split hold one
+// blk.N.attn_kv_b.weight, ggml ne {kv_lora, H*(nope+v)}: per head h, rows
+// h*(nope+v) .. +nope are k (a {kv_lora}-row per nope channel), the next v
+// rows are v. (convert_hf_to_gguf.py's DeepseekV2Model: kv_b_proj viewed
+// as [H, nope+v, kv_lora]; attn_k_b = the k part transposed to
+// [H, kv_lora, nope], attn_v_b = the v part [H, v, kv_lora].) Not in the
+// list above: the converter never writes it; the engine accepts it instead
+// of the pair.
+void pt_tensor_kv_b_spec(const pt_hparams *hp, uint32_t il, pt_tensor_spec *out);
+
 #endif
