@@ -217,6 +217,7 @@ TGT float pt_vdot_iq2_xxs_avx2(const void *w, const void *xq, int64_t n)
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 8
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *q = x[i].qs + 8 * ib;
             const uint32_t aux = pt_iq_u32(q + 4);
@@ -247,6 +248,7 @@ TGT float pt_vdot_iq2_xs_avx2(const void *w, const void *xq, int64_t n)
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 8
         for (int ib = 0; ib < 8; ib++) {
             uint16_t q[4];
             for (int l = 0; l < 4; l++)
@@ -272,6 +274,7 @@ TGT float pt_vdot_iq2_s_avx2(const void *w, const void *xq, int64_t n)
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 8
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *qs = x[i].qs + 4 * ib;
             const int qh = x[i].qh[ib];
@@ -299,6 +302,7 @@ TGT float pt_vdot_iq3_xxs_avx2(const void *w, const void *xq, int64_t n)
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 8
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *q = x[i].qs + 8 * ib;
             const uint32_t aux = pt_iq_u32(x[i].sas + 4 * ib);
@@ -316,6 +320,21 @@ TGT float pt_vdot_iq3_xxs_avx2(const void *w, const void *xq, int64_t n)
     return acc;
 }
 
+// 4-value IQ3_S grid entries of one 32-block (8 indices: 8 low bits from
+// qs, the 9th from bit k of qh) as one vector. The indices are computed in
+// a vector and read back from memory: cheaper than 8 scalar index sums.
+static TGTI __m256i iq3s_grid8(const uint8_t *qs, int qh)
+{
+    _Alignas(32) uint32_t idx[8];
+    const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qs));
+    const __m256i hi = _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(qh), _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1)),
+                                        _mm256_set1_epi32(256));
+    _mm256_store_si256((__m256i *)idx, _mm256_or_si256(lo, hi));
+    return _mm256_set_epi32((int)pt_iq3s_grid[idx[7]], (int)pt_iq3s_grid[idx[6]], (int)pt_iq3s_grid[idx[5]],
+                            (int)pt_iq3s_grid[idx[4]], (int)pt_iq3s_grid[idx[3]], (int)pt_iq3s_grid[idx[2]],
+                            (int)pt_iq3s_grid[idx[1]], (int)pt_iq3s_grid[idx[0]]);
+}
+
 TGT float pt_vdot_iq3_s_avx2(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK_K == 0);
@@ -324,16 +343,9 @@ TGT float pt_vdot_iq3_s_avx2(const void *w, const void *xq, int64_t n)
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 8
         for (int ib = 0; ib < 8; ib++) {
-            const uint8_t *q = x[i].qs + 8 * ib;
-            const int qh = x[i].qh[ib];
-            int idx[8];
-            for (int k = 0; k < 8; k++)
-                idx[k] = q[k] | ((qh << (8 - k)) & 256);
-            const __m256i g = _mm256_set_epi32((int)pt_iq3s_grid[idx[7]], (int)pt_iq3s_grid[idx[6]],
-                                               (int)pt_iq3s_grid[idx[5]], (int)pt_iq3s_grid[idx[4]],
-                                               (int)pt_iq3s_grid[idx[3]], (int)pt_iq3s_grid[idx[2]],
-                                               (int)pt_iq3s_grid[idx[1]], (int)pt_iq3s_grid[idx[0]]);
+            const __m256i g = iq3s_grid8(x[i].qs + 8 * ib, x[i].qh[ib]);
             const __m256i s = signs_from_bytes(pt_iq_u32(x[i].signs + 4 * ib));
             const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
             const int sc = ib % 2 ? x[i].scales[ib / 2] >> 4 : x[i].scales[ib / 2] & 0xf;
@@ -363,6 +375,7 @@ TGT float pt_vdot_iq1_s_avx2(const void *w, const void *xq, int64_t n)
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sum = _mm256_setzero_si256();
         int32_t dsum = 0;
+#pragma GCC unroll 8
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *q = x[i].qs + 4 * ib;
             const uint16_t qh = pt_iq_u16(x[i].qh + 2 * ib);
@@ -391,6 +404,7 @@ TGT float pt_vdot_iq1_m_avx2(const void *w, const void *xq, int64_t n)
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sum = _mm256_setzero_si256(), dsum = _mm256_setzero_si256();
+#pragma GCC unroll 8
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *q = x[i].qs + 4 * ib;
             const uint8_t h0 = x[i].qh[2 * ib], h1 = x[i].qh[2 * ib + 1];
