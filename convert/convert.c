@@ -500,7 +500,7 @@ static void print_summary(conv *c, double secs, FILE *f)
     fprintf(f, "  input %.3f GB, output %.3f GB, %.1f s (in %.1f MB/s, out %.1f MB/s), peak RSS %.1f MB\n", in_gb,
             out_gb, secs, secs > 0 ? in_gb * 1e3 / secs : 0, secs > 0 ? out_gb * 1e3 / secs : 0,
             (double)pt_peak_rss_bytes() / 1e6);
-    fprintf(f, "  types:");
+    fprintf(f, "  type mix:");
     for (uint32_t t = 0; t < 32; t++)
         if (p->count_by_type[t])
             fprintf(f, " %s %u (%.3f GB)", pt_dtype_name((pt_dtype)t), p->count_by_type[t],

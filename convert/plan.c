@@ -446,7 +446,7 @@ void pt_plan_print(const pt_plan *p, FILE *f)
     for (uint32_t t = 0; t < 32; t++)
         if (p->count_by_type[t])
             fprintf(f, "bytes_%s: %llu\n", pt_dtype_name((pt_dtype)t), (unsigned long long)p->bytes_by_type[t]);
-    fprintf(f, "types:");
+    fprintf(f, "type_mix:");
     for (uint32_t t = 0; t < 32; t++)
         if (p->count_by_type[t])
             fprintf(f, " %s %u (%.2f MiB)", pt_dtype_name((pt_dtype)t), p->count_by_type[t],

@@ -177,6 +177,7 @@ Test(convert_types, plan_shows_types_and_rejects_bad_options)
     cr_assert(strstr(log, "rule_tensor: blk.4.ffn_down_exps.weight q4_0 "), "%s", log);
     cr_assert(strstr(log, "rule_tensor: token_embd.weight q5_1 "), "%s", log);
     cr_assert(strstr(log, "fallbacks: 28"), "%s", log);
+    cr_assert(strstr(log, "type_mix: f32 32 "), "%s", log);
     // bytes of the Q4_K type: the gate/up experts of blocks 1, 2, 4 and the
     // MTP block, 16 experts of 128 x 256 values, 144 bytes per 256.
     char want[64];
