@@ -395,15 +395,32 @@ TGT float pt_vdot_iq1_s_avx2(const void *w, const void *xq, int64_t n)
     return acc;
 }
 
+// IQ1_M: the grid value and the delta of each weight meet in one int8
+// c = 8 * g + e (g in {-1, 0, 1}, e = +-1, so |c| <= 9), and
+// sum_h ls_h * sum_j c_j * q8_j is exactly the scalar isum
+// sum_h ls_h * (8 * s_h + t_h).
 TGT float pt_vdot_iq1_m_avx2(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK_K == 0);
     const pt_blk_iq1_m *x = w;
     const block_q8_K *y = xq;
-    const __m256i ones8 = _mm256_set1_epi8(1);
+    // delta sign of group l: bit 3 (l even) or 7 (l odd) of qh byte l / 2
+    const __m256i esel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                          1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m256i emask = _mm256_setr_epi8(8, 8, 8, 8, 8, 8, 8, 8, -128, -128, -128, -128, -128, -128, -128, -128,
+                                           8, 8, 8, 8, 8, 8, 8, 8, -128, -128, -128, -128, -128, -128, -128, -128);
+    const __m256i ones8 = _mm256_set1_epi8(1), eight = _mm256_set1_epi8(8);
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        __m256i sum = _mm256_setzero_si256(), dsum = _mm256_setzero_si256();
+        // the 16 3-bit scales as 2 * s + 1, int16: qword k of the vector holds
+        // the 4 scale words shifted by 0, 6, 3, 9 bits, so the low 128-bit lane
+        // has the first-half scales of blocks 0 2 4 6 1 3 5 7, the high lane
+        // the second-half ones in the same order
+        uint64_t sw;
+        memcpy(&sw, x[i].scales, 8);
+        __m256i ls = _mm256_srlv_epi64(_mm256_set1_epi64x((int64_t)sw), _mm256_setr_epi64x(0, 6, 3, 9));
+        ls = _mm256_add_epi16(_mm256_slli_epi16(_mm256_and_si256(ls, _mm256_set1_epi16(7)), 1), _mm256_set1_epi16(1));
+        __m256i sum = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *q = x[i].qs + 4 * ib;
@@ -412,19 +429,16 @@ TGT float pt_vdot_iq1_m_avx2(const void *w, const void *xq, int64_t n)
                                                 (int64_t)pt_iq1s_grid[q[2] | ((h1 << 8) & 0x700)],
                                                 (int64_t)pt_iq1s_grid[q[1] | ((h0 << 4) & 0x700)],
                                                 (int64_t)pt_iq1s_grid[q[0] | ((h0 << 8) & 0x700)]);
-            // +1 / -1 per 8-group: the delta signs
-            const __m256i e = _mm256_set_epi64x(h1 & 0x80 ? -1 : 0x0101010101010101, h1 & 0x08 ? -1 : 0x0101010101010101,
-                                                h0 & 0x80 ? -1 : 0x0101010101010101, h0 & 0x08 ? -1 : 0x0101010101010101);
-            const uint16_t sw = pt_iq_u16(x[i].scales + 2 * (ib / 2));
-            const int sh = 6 * (ib % 2);
-            const __m256i sc = _mm256_set_m128i(_mm_set1_epi16((int16_t)(2 * ((sw >> (sh + 3)) & 7) + 1)),
-                                                _mm_set1_epi16((int16_t)(2 * ((sw >> sh) & 7) + 1)));
+            const __m256i hb = _mm256_shuffle_epi8(_mm256_set1_epi16((int16_t)(h0 | h1 << 8)), esel);
+            const __m256i e = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, emask), emask), ones8);
+            const __m256i c = _mm256_add_epi8(_mm256_sign_epi8(eight, g), e);
+            const int k = ib % 2 ? 4 + ib / 2 : ib / 2; // word of block ib in each lane of ls
+            const __m256i sc = _mm256_shuffle_epi8(ls, _mm256_set1_epi16((int16_t)((2 * k + 1) << 8 | 2 * k)));
             const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
-            sum = _mm256_add_epi32(sum, dot_ternary(g, q8, sc));
-            dsum = _mm256_add_epi32(dsum, mul_scaled(ones8, _mm256_sign_epi8(q8, e), sc));
+            sum = _mm256_add_epi32(sum, mul_scaled(_mm256_sign_epi8(c, c), _mm256_sign_epi8(q8, c), sc));
         }
         const float ds = 0.125f * _cvtsh_ss(pt_iq1m_scale(&x[i])) * y[i].d;
-        acc = fmaf(ds, (float)(8 * hsum_i32(sum) + hsum_i32(dsum)), acc);
+        acc = fmaf(ds, (float)hsum_i32(sum), acc);
     }
     return acc;
 }
