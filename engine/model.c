@@ -147,6 +147,17 @@ static int place_tensor(petrel_model *m, const pt_tensor_spec *s, const gguf_ten
     return pt_errf(err, "%s: unexpected tensor '%s'", m->path, n);
 }
 
+// Does the file hold any tensor of block il?
+static bool has_block(const gguf_file *g, uint32_t il)
+{
+    char prefix[32];
+    const int n = snprintf(prefix, sizeof prefix, "blk.%u.", il);
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        if (!strncmp(g->tensors[i].name, prefix, (size_t)n))
+            return true;
+    return false;
+}
+
 petrel_model_params petrel_model_default_params(void)
 {
     petrel_model_params p;
@@ -382,6 +393,15 @@ petrel_model *petrel_model_open(const char *path, const petrel_model_params *par
     }
     if (pt_hparams_from_gguf(m->gguf, &m->hp, &err) < 0)
         goto fail;
+    if (m->hp.n_nextn > 0 && !has_block(m->gguf, m->hp.n_layer)) {
+        // MTP blocks declared but none of their tensors stored (a converter
+        // that skips them, or a trunk-only copy): run without MTP, as
+        // llama.cpp does. A block present in part is still refused below.
+        if (m->params.verbose)
+            fprintf(stderr, "petrel: %s declares %u MTP block(s) but holds no blk.%u.* tensor: running without MTP\n",
+                    path, m->hp.n_nextn, m->hp.n_layer);
+        m->hp.n_nextn = 0;
+    }
     const pt_hparams *hp = &m->hp;
     const uint32_t n_blocks = pt_hp_n_blocks(hp);
     m->layers = calloc(n_blocks, sizeof *m->layers);

@@ -208,8 +208,25 @@ int pt_hparams_from_gguf(const gguf_file *g, pt_hparams *hp, pt_err *err)
             get_f32_opt(g, ARCH "rope.scaling.yarn_log_multiplier", &mult, 0.1f, err) < 0)
             return -1;
         float all_dim = mult / 0.1f;
-        if (get_f32_opt(g, "petrel.rope.scaling.beta_fast", &hp->yarn_beta_fast, 32.0f, err) < 0 ||
-            get_f32_opt(g, "petrel.rope.scaling.beta_slow", &hp->yarn_beta_slow, 1.0f, err) < 0 ||
+        // Betas: llama.cpp's converter writes them as rope.scaling.yarn_beta_*
+        // (from the HF config) when the config has them; Petrel's own keys
+        // win where both exist (Petrel writes the same values).
+        float bf = 32.0f, bs = 1.0f, ext = 1.0f, attn = 1.0f;
+        if (get_f32_opt(g, ARCH "rope.scaling.yarn_beta_fast", &bf, 32.0f, err) < 0 ||
+            get_f32_opt(g, ARCH "rope.scaling.yarn_beta_slow", &bs, 1.0f, err) < 0 ||
+            get_f32_opt(g, ARCH "rope.scaling.yarn_ext_factor", &ext, 1.0f, err) < 0 ||
+            get_f32_opt(g, ARCH "rope.scaling.yarn_attn_factor", &attn, 1.0f, err) < 0)
+            return -1;
+        // Petrel's YaRN is DeepSeek's: full extrapolation blend (ext_factor 1)
+        // and the attention factor from mscale / mscale_all_dim only.
+        if (ext != 1.0f)
+            return pt_errf(err, "%s: key '" ARCH "rope.scaling.yarn_ext_factor' = %g is not supported (1 only)",
+                           g->path, (double)ext);
+        if (attn != 1.0f)
+            return pt_errf(err, "%s: key '" ARCH "rope.scaling.yarn_attn_factor' = %g is not supported (1 only)",
+                           g->path, (double)attn);
+        if (get_f32_opt(g, "petrel.rope.scaling.beta_fast", &hp->yarn_beta_fast, bf, err) < 0 ||
+            get_f32_opt(g, "petrel.rope.scaling.beta_slow", &hp->yarn_beta_slow, bs, err) < 0 ||
             get_f32_opt(g, "petrel.rope.scaling.mscale_all_dim", &hp->yarn_mscale_all_dim, all_dim, err) < 0 ||
             get_f32_opt(g, "petrel.rope.scaling.mscale", &hp->yarn_mscale, hp->yarn_mscale_all_dim, err) < 0)
             return -1;
@@ -217,6 +234,11 @@ int pt_hparams_from_gguf(const gguf_file *g, pt_hparams *hp, pt_err *err)
         return pt_errf(err, "%s: key '" ARCH "rope.scaling.type' = '%s' is not supported (yarn or none)", g->path,
                        st->type == GGUF_STRING ? st->str.s : "?");
     }
+
+    // Gating: llama.cpp also has 3 (sqrt-softplus, other architectures).
+    if (hp->gating != 1 && hp->gating != 2)
+        return pt_errf(err, "%s: key '" ARCH "expert_gating_func' = %u is not supported (1 softmax, 2 sigmoid)",
+                       g->path, hp->gating);
 
     // Special tokens.
     hp->bos_id = get_token_id(g, "tokenizer.ggml.bos_token_id");

@@ -11,7 +11,7 @@
 #include "petrel.h"
 #include "tests/testutil.h"
 
-enum edit { DROP_TENSOR, RESHAPE_TENSOR, CHANGE_U32, EXTRA_TENSOR, RETYPE_TENSOR };
+enum edit { DROP_TENSOR, RESHAPE_TENSOR, CHANGE_U32, EXTRA_TENSOR, RETYPE_TENSOR, DROP_PREFIX, EXTRA_F32_KEY };
 
 // Copies the GGUF at in to out with one edit applied to `name` (a tensor
 // or a u32 metadata key).
@@ -51,10 +51,14 @@ static void rewrite(const char *in, const char *out, enum edit ed, const char *n
         default: break;
         }
     }
+    if (ed == EXTRA_F32_KEY)
+        gguf_w_f32(w, name, (float)value);
     int src[1024], n = 0;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         gguf_tensor t = g->tensors[i];
         if (ed == DROP_TENSOR && !strcmp(t.name, name))
+            continue;
+        if (ed == DROP_PREFIX && !strncmp(t.name, name, strlen(name)))
             continue;
         if (ed == RESHAPE_TENSOR && !strcmp(t.name, name)) {
             // Same bytes, another shape: swap the two dimensions.
@@ -147,4 +151,49 @@ Test(model_badinput, type_petrel_cannot_compute)
 Test(model_badinput, type_petrel_cannot_compute_trunk)
 {
     expect_refused(RETYPE_TENSOR, "blk.1.attn_norm.weight", 26 /* I32 */, "'blk.1.attn_norm.weight' has type i32");
+}
+
+// What llama.cpp's converter may write and Petrel does not run: refused
+// naming the key.
+Test(model_badinput, gating_func_unsupported)
+{
+    expect_refused(CHANGE_U32, "deepseek2.expert_gating_func", 3, "deepseek2.expert_gating_func");
+}
+Test(model_badinput, yarn_ext_factor_unsupported)
+{
+    expect_refused(EXTRA_F32_KEY, "deepseek2.rope.scaling.yarn_ext_factor", 2, "deepseek2.rope.scaling.yarn_ext_factor");
+}
+
+// MTP declared (nextn_predict_layers 1) but no tensor of the MTP block
+// stored, as llama.cpp's converter writes DeepSeek-V3 (it skips the MTP
+// layer): the trunk loads without MTP and gives the same logits.
+Test(model_badinput, mtp_block_absent_runs_without_mtp)
+{
+    char *model = tu_tiny_model("f32");
+    char *dir = tu_tmpdir("badmodel");
+    char out[1024];
+    snprintf(out, sizeof out, "%s/nomtp.gguf", dir);
+    rewrite(model, out, DROP_PREFIX, "blk.4.", 0);
+    char err[1024] = "";
+    petrel_model *a = petrel_model_open(model, NULL, err, sizeof err);
+    petrel_model *b = petrel_model_open(out, NULL, err, sizeof err);
+    cr_assert(a && b, "%s", err);
+    cr_expect(petrel_model_has_mtp(a) && !petrel_model_has_mtp(b));
+    size_t n;
+    int32_t *tok = tu_golden_i32("case1_tokens.i32.bin", &n);
+    petrel_context *ca = petrel_context_new(a, NULL, err, sizeof err), *cb = petrel_context_new(b, NULL, err, sizeof err);
+    cr_assert(ca && cb, "%s", err);
+    cr_assert_eq(petrel_decode(ca, tok, NULL, (int)n, PETREL_LOGITS_ALL), 0);
+    cr_assert_eq(petrel_decode(cb, tok, NULL, (int)n, PETREL_LOGITS_ALL), 0);
+    for (size_t t = 0; t < n; t++)
+        cr_expect(memcmp(petrel_get_logits(ca, (int)t), petrel_get_logits(cb, (int)t), 512 * sizeof(float)) == 0,
+                  "row %zu differs", t);
+    petrel_context_free(ca);
+    petrel_context_free(cb);
+    petrel_model_close(a);
+    petrel_model_close(b);
+    free(tok);
+    tu_rmrf(dir);
+    free(dir);
+    free(model);
 }
