@@ -233,32 +233,69 @@ TGT float pt_vdot_iq2_xxs_avx2(const void *w, const void *xq, int64_t n)
     return acc;
 }
 
-// int16 scales 2 * s + 1 of the two 16-value halves of a 32-block (low
-// nibble: first half, in the low 128 bits).
-static TGTI __m256i half_scales(uint8_t sc)
+// The 16 half scales 2 * s + 1 of an IQ2_XS / IQ2_S super-block (4-bit
+// s, low nibble first) as int16; A holds halves 0..7 (blocks 0..3) in both
+// 128-bit lanes, B halves 8..15.
+static TGTI void iq2_half_scales(const uint8_t *scales, __m256i *A, __m256i *B)
 {
-    return _mm256_set_m128i(_mm_set1_epi16((int16_t)(2 * (sc >> 4) + 1)), _mm_set1_epi16((int16_t)(2 * (sc & 0xf) + 1)));
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m128i sc = _mm_loadl_epi64((const __m128i *)scales);
+    const __m128i h = _mm_unpacklo_epi8(_mm_and_si128(sc, m4), _mm_and_si128(_mm_srli_epi16(sc, 4), m4));
+    const __m256i w = _mm256_cvtepu8_epi16(_mm_add_epi8(_mm_add_epi8(h, h), _mm_set1_epi8(1)));
+    *A = _mm256_permute2x128_si256(w, w, 0x00);
+    *B = _mm256_permute2x128_si256(w, w, 0x11);
 }
 
+// Block ib's two half scales from iq2_half_scales: word 2 (ib % 4) of its
+// vector into the low 128-bit lane, word 2 (ib % 4) + 1 into the high one.
+static TGTI __m256i iq2_block_scales(__m256i A, __m256i B, int ib)
+{
+    const int j = ib % 4;
+    const __m256i pick = _mm256_set_m128i(_mm_set1_epi16((int16_t)((4 * j + 3) << 8 | (4 * j + 2))),
+                                          _mm_set1_epi16((int16_t)((4 * j + 1) << 8 | 4 * j)));
+    return _mm256_shuffle_epi8(ib < 4 ? A : B, pick);
+}
+
+// IQ2_XS, four 32-blocks (16 u16 words: 9-bit grid index | 7 sign bits << 9)
+// at a time: the indices are masked in a vector and read back, the 8th sign
+// bit (even parity of the 8) comes from a nibble-parity lookup: parity of
+// bits 0..6 = parity of (bits 0..3 ^ bits 4..6).
 TGT float pt_vdot_iq2_xs_avx2(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK_K == 0);
     const pt_blk_iq2_xs *x = w;
     const block_q8_K *y = xq;
+    const __m256i parity = _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0,
+                                            0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
+    // sign byte of group l (word l of the 4-block group) -> its 8 values
+    const __m256i sel01 = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2,
+                                           4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6);
+    const __m256i sel23 = _mm256_add_epi8(sel01, _mm256_set1_epi8(8));
+    const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201ull);
+    const __m256i ones8 = _mm256_set1_epi8(1);
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i A, B;
+        iq2_half_scales(x[i].scales, &A, &B);
         __m256i sum = _mm256_setzero_si256();
-#pragma GCC unroll 8
-        for (int ib = 0; ib < 8; ib++) {
-            uint16_t q[4];
-            for (int l = 0; l < 4; l++)
-                q[l] = pt_iq_u16(x[i].qs + 2 * (4 * ib + l));
-            const __m256i g = _mm256_set_epi64x((int64_t)pt_iq2xs_grid[q[3] & 511], (int64_t)pt_iq2xs_grid[q[2] & 511],
-                                                (int64_t)pt_iq2xs_grid[q[1] & 511], (int64_t)pt_iq2xs_grid[q[0] & 511]);
-            const __m256i s = _mm256_set_epi64x((int64_t)pt_ksigns_pm1[q[3] >> 9], (int64_t)pt_ksigns_pm1[q[2] >> 9],
-                                                (int64_t)pt_ksigns_pm1[q[1] >> 9], (int64_t)pt_ksigns_pm1[q[0] >> 9]);
-            const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
-            sum = _mm256_add_epi32(sum, mul_scaled(g, _mm256_sign_epi8(q8, s), half_scales(x[i].scales[ib])));
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; half++) {
+            _Alignas(32) uint16_t gi[16];
+            const __m256i qd = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * half));
+            _mm256_store_si256((__m256i *)gi, _mm256_and_si256(qd, _mm256_set1_epi16(511)));
+            const __m256i s7 = _mm256_srli_epi16(qd, 9);
+            const __m256i s8 = _mm256_or_si256(s7, _mm256_shuffle_epi8(parity, _mm256_xor_si256(s7, _mm256_srli_epi16(qd, 13))));
+            const __m256i lo = _mm256_permute2x128_si256(s8, s8, 0x00), hi = _mm256_permute2x128_si256(s8, s8, 0x11);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const int ib = 4 * half + k;
+                const __m256i g = _mm256_set_epi64x((int64_t)pt_iq2xs_grid[gi[4 * k + 3]], (int64_t)pt_iq2xs_grid[gi[4 * k + 2]],
+                                                    (int64_t)pt_iq2xs_grid[gi[4 * k + 1]], (int64_t)pt_iq2xs_grid[gi[4 * k]]);
+                const __m256i sb = _mm256_shuffle_epi8(k < 2 ? lo : hi, k % 2 ? sel23 : sel01);
+                const __m256i sg = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(sb, bit), bit), ones8);
+                const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
+                sum = _mm256_add_epi32(sum, mul_scaled(g, _mm256_sign_epi8(q8, sg), iq2_block_scales(A, B, ib)));
+            }
         }
         const float ds = 0.125f * h2f(x[i].d) * y[i].d;
         acc = fmaf(ds, (float)hsum_i32(sum), acc);
@@ -266,25 +303,36 @@ TGT float pt_vdot_iq2_xs_avx2(const void *w, const void *xq, int64_t n)
     return acc;
 }
 
+// IQ2_S: 10-bit indices (8 from qs, 2 from qh) built for four blocks at a
+// time in a vector and read back; the sign bytes are stored whole.
 TGT float pt_vdot_iq2_s_avx2(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK_K == 0);
     const pt_blk_iq2_s *x = w;
     const block_q8_K *y = xq;
+    const __m128i rep4 = _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m256i shl = _mm256_setr_epi16(256, 64, 16, 4, 256, 64, 16, 4, 256, 64, 16, 4, 256, 64, 16, 4);
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i A, B;
+        iq2_half_scales(x[i].scales, &A, &B);
         __m256i sum = _mm256_setzero_si256();
-#pragma GCC unroll 8
-        for (int ib = 0; ib < 8; ib++) {
-            const uint8_t *qs = x[i].qs + 4 * ib;
-            const int qh = x[i].qh[ib];
-            const __m256i g = _mm256_set_epi64x((int64_t)pt_iq2s_grid[qs[3] | ((qh << 2) & 0x300)],
-                                                (int64_t)pt_iq2s_grid[qs[2] | ((qh << 4) & 0x300)],
-                                                (int64_t)pt_iq2s_grid[qs[1] | ((qh << 6) & 0x300)],
-                                                (int64_t)pt_iq2s_grid[qs[0] | ((qh << 8) & 0x300)]);
-            const __m256i s = signs_from_bytes(pt_iq_u32(x[i].signs + 4 * ib));
-            const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
-            sum = _mm256_add_epi32(sum, mul_scaled(g, _mm256_sign_epi8(q8, s), half_scales(x[i].scales[ib])));
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; half++) {
+            _Alignas(32) uint16_t gi[16];
+            const __m256i lo = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(x[i].qs + 16 * half)));
+            const __m128i qh = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)pt_iq_u32(x[i].qh + 4 * half)), rep4);
+            const __m256i hi = _mm256_and_si256(_mm256_mullo_epi16(_mm256_cvtepu8_epi16(qh), shl), _mm256_set1_epi16(0x300));
+            _mm256_store_si256((__m256i *)gi, _mm256_or_si256(lo, hi));
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const int ib = 4 * half + k;
+                const __m256i g = _mm256_set_epi64x((int64_t)pt_iq2s_grid[gi[4 * k + 3]], (int64_t)pt_iq2s_grid[gi[4 * k + 2]],
+                                                    (int64_t)pt_iq2s_grid[gi[4 * k + 1]], (int64_t)pt_iq2s_grid[gi[4 * k]]);
+                const __m256i s = signs_from_bytes(pt_iq_u32(x[i].signs + 4 * ib));
+                const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
+                sum = _mm256_add_epi32(sum, mul_scaled(g, _mm256_sign_epi8(q8, s), iq2_block_scales(A, B, ib)));
+            }
         }
         const float ds = 0.125f * h2f(x[i].d) * y[i].d;
         acc = fmaf(ds, (float)hsum_i32(sum), acc);
