@@ -397,8 +397,9 @@ static inline int32_t dot8s(uint64_t grid, const int8_t *q8)
 
 // IQ1_S · Q8_K. Value = ls * (g + delta), delta = +-1/8 per 32-block, so
 // with exact integers s_ib = sum g * q8 over the 32-block, b_ib = the sum
-// of its quants (x.bsums[2ib] + x.bsums[2ib+1]), e_ib = +1 / -1 (delta sign)
-// and ls_ib = 2 * scale + 1:
+// of its quants (summed from qs, not taken from x.bsums, so that no path
+// depends on the bsums agreeing with qs), e_ib = +1 / -1 (delta sign) and
+// ls_ib = 2 * scale + 1:
 //   isum = sum_ib ls_ib * (8 * s_ib + e_ib * b_ib)   (|isum| <= 8*15*9*4064)
 //   acc = fmaf(0.125f * d_w * x.d, (float)isum, acc).
 // The delta term is thus integer too (8 * delta = +-1), and exact.
@@ -416,7 +417,9 @@ float pt_vdot_iq1_s_scalar(const void *w, const void *xq, int64_t n)
             int32_t s = 0;
             for (int l = 0; l < 4; l++, q8 += 8)
                 s += dot8s(pt_iq1s_grid[x[i].qs[4 * ib + l] | (((qh >> 3 * l) & 7) << 8)], q8);
-            const int32_t b = y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1];
+            int32_t b = 0;
+            for (int j = 0; j < 32; j++)
+                b += y[i].qs[32 * ib + j];
             const int32_t ls = 2 * ((qh >> 12) & 7) + 1;
             isum += ls * (8 * s + (qh & 0x8000 ? -b : b));
         }

@@ -407,38 +407,33 @@ TGT float pt_vdot_iq3_s_avx2(const void *w, const void *xq, int64_t n)
 
 // ---- IQ1 ---------------------------------------------------------------------
 
-// Exact sum over 32 values of (signed grid value) * q8, pairs in int16 and
-// then madd with the scales `sc`: sign_epi8 multiplies by -1 / 0 / +1.
-static TGTI __m256i dot_ternary(__m256i g, __m256i q8, __m256i sc)
-{
-    return mul_scaled(_mm256_set1_epi8(1), _mm256_sign_epi8(q8, g), sc);
-}
-
+// IQ1_S, as IQ1_M below: one int8 weight c = 8 * g + e per value (e = +-1
+// for the whole 32-block), sum_ib ls_ib * sum_j c_j * q8_j = the scalar
+// isum sum_ib ls_ib * (8 * s_ib + e_ib * b_ib).
 TGT float pt_vdot_iq1_s_avx2(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK_K == 0);
     const pt_blk_iq1_s *x = w;
     const block_q8_K *y = xq;
+    const __m256i eight = _mm256_set1_epi8(8);
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sum = _mm256_setzero_si256();
-        int32_t dsum = 0;
 #pragma GCC unroll 8
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *q = x[i].qs + 4 * ib;
             const uint16_t qh = pt_iq_u16(x[i].qh + 2 * ib);
-            const __m256i g = _mm256_set_epi64x((int64_t)pt_iq1s_grid[q[3] | ((qh >> 9) & 7) << 8],
-                                                (int64_t)pt_iq1s_grid[q[2] | ((qh >> 6) & 7) << 8],
-                                                (int64_t)pt_iq1s_grid[q[1] | ((qh >> 3) & 7) << 8],
-                                                (int64_t)pt_iq1s_grid[q[0] | (qh & 7) << 8]);
-            const int16_t ls = (int16_t)(2 * ((qh >> 12) & 7) + 1);
+            const __m256i g = _mm256_set_epi64x((int64_t)pt_iq1s_grid[q[3] | ((qh >> 1) & 0x700)],
+                                                (int64_t)pt_iq1s_grid[q[2] | ((qh << 2) & 0x700)],
+                                                (int64_t)pt_iq1s_grid[q[1] | ((qh << 5) & 0x700)],
+                                                (int64_t)pt_iq1s_grid[q[0] | ((qh << 8) & 0x700)]);
+            const __m256i c = _mm256_add_epi8(_mm256_sign_epi8(eight, g), _mm256_set1_epi8(qh & 0x8000 ? -1 : 1));
+            const __m256i sc = _mm256_set1_epi16((int16_t)(2 * ((qh >> 12) & 7) + 1));
             const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
-            sum = _mm256_add_epi32(sum, dot_ternary(g, q8, _mm256_set1_epi16(ls)));
-            const int32_t b = y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1];
-            dsum += ls * (qh & 0x8000 ? -b : b);
+            sum = _mm256_add_epi32(sum, mul_scaled(_mm256_sign_epi8(c, c), _mm256_sign_epi8(q8, c), sc));
         }
         const float ds = 0.125f * h2f(x[i].d) * y[i].d;
-        acc = fmaf(ds, (float)(8 * hsum_i32(sum) + dsum), acc);
+        acc = fmaf(ds, (float)hsum_i32(sum), acc);
     }
     return acc;
 }
