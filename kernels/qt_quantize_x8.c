@@ -18,7 +18,9 @@
 typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// QZ_PORTABLE_BUILD: no AVX2 clone (tests/test_qt_quantize_portable.c
+// builds this file so, to check the code non-AVX2 machines run).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(QZ_PORTABLE_BUILD)
 #define QZ_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define QZ_CLONES
