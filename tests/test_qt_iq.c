@@ -379,3 +379,55 @@ Test(iq_vdot, fixture_rows_against_ggml_floats)
         free(f32); free(qbin); free(pj); free(pf); free(pqj); free(pqb);
     }
 }
+
+// With the engine's own activation quantisers (pt_actq_of): every i-quant is
+// a supported type, and vdot of a real activation row stays within the
+// bound of the float dot of the dequantised weights with the original f32
+// activations (the bound adds the activation rounding: half a quantisation
+// step per value). The result does not depend on the bsums of Q8_K.
+Test(iq_vdot, with_engine_activation_quantisers)
+{
+    for (size_t k = 0; k < N_IQ_TYPES; k++) {
+        const uint32_t t = IQ_TYPES[k];
+        const pt_qtraits *q = pt_qtraits_of(t);
+        cr_assert(pt_dtype_valid(t), "%s not supported", q->name);
+        const pt_actq_fn actq = pt_actq_of(q->act);
+        cr_assert(actq);
+        const int64_t n = 2048;
+        uint8_t *w = malloc((size_t)(n / q->blck * q->bytes));
+        void *xq = aligned_alloc(64, (pt_act_row_bytes(q->act, n) + 63) / 64 * 64);
+        float *wf = malloc((size_t)n * 4), *x = malloc((size_t)n * 4);
+        for (int rep = 0; rep < 4; rep++) {
+            rand_weights(t, w, n);
+            q->dequant(w, wf, n);
+            float amax = 0;
+            for (int64_t i = 0; i < n; i++) {
+                x[i] = rndf(-1.0f, 1.0f);
+                amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+            }
+            actq(x, xq, n);
+            double ref = 0, mag = 0, wsum = 0;
+            for (int64_t i = 0; i < n; i++) {
+                ref += (double)wf[i] * x[i];
+                mag += fabs((double)wf[i] * x[i]);
+                wsum += fabs((double)wf[i]);
+            }
+            const float s = q->vdot[PT_QPATH_SCALAR](w, xq, n);
+            // Q8_0 rounds its scale to fp16: error <= (0.5 + 127 * 2^-11) * step
+            const double tol = 8.0 * 0x1p-24 * mag + 0.57 * (amax / 127.0) * wsum;
+            cr_assert(fabs((double)s - ref) <= tol, "%s: %.9g vs %.9g (tol %.3g)", q->name, s, ref, tol);
+            for (int p = 1; p < PT_QPATH_N; p++)
+                if (q->vdot[p] && path_available(p))
+                    cr_assert_eq(fbits(q->vdot[p](w, xq, n)), fbits(s), "%s path %d", q->name, p);
+            if (q->act == PT_Q8_K) {
+                block_q8_K *y = xq;
+                for (int64_t b = 0; b < n / QK_K; b++)
+                    memset(y[b].bsums, 0x5a, sizeof y[b].bsums);
+                for (int p = 0; p < PT_QPATH_N; p++)
+                    if (q->vdot[p] && path_available(p))
+                        cr_assert_eq(fbits(q->vdot[p](w, xq, n)), fbits(s), "%s path %d uses bsums", q->name, p);
+            }
+        }
+        free(w); free(xq); free(wf); free(x);
+    }
+}
