@@ -251,7 +251,8 @@ int cmd_inspect(int argc, char **argv)
     printf("  trunk bytes:      %16llu (%.3f GiB)\n", (unsigned long long)trunk, (double)trunk / (1 << 30));
     printf("  expert bytes:     %16llu (%.3f GiB)\n", (unsigned long long)experts, (double)experts / (1 << 30));
     printf("  routed experts:   %16llu\n", (unsigned long long)n_routed);
-    printf("  bytes per expert: %16llu (gate + up + down of one expert)\n", (unsigned long long)per_expert);
+    printf("  bytes per expert: %16llu (gate + up + down of one expert of block %lld; every block: below)\n",
+           (unsigned long long)per_expert, (long long)first_moe);
     pt_hparams hp;
     pt_err herr = {{0}};
     bool hp_ok = pt_hparams_from_gguf(g, &hp, &herr) == 0;
