@@ -139,7 +139,8 @@ static uint64_t part_off(const layer_cache *L, int k)
 
 static uint64_t slice_off(const layer_cache *L, int e, int k)
 {
-    return L->src.off[k] + (uint64_t)e * L->src.bytes[k];
+    const uint64_t stride = L->src.stride[k] ? L->src.stride[k] : L->src.bytes[k];
+    return L->src.off[k] + (uint64_t)e * stride;
 }
 
 pt_ecache *pt_ecache_new(const pt_ecache_cfg *cfg, pt_err *err)

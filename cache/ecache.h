@@ -42,8 +42,10 @@ typedef struct pt_reader pt_reader;
 
 typedef struct pt_ecache_layer_src {
     int n_expert;           // routed experts in this layer (0: not a MoE layer)
-    uint64_t off[3];        // absolute file offsets of expert 0's gate/up/down slices
+    uint64_t off[3];        // located offsets (io/io.h) of expert 0's gate/up/down slices
     uint64_t bytes[3];      // bytes of one expert's gate/up/down slice
+    uint64_t stride[3];     // bytes from expert e's slice to e+1's; 0 = bytes[k] (one
+                            // tensor per slice kind); 2*bytes for a fused gate_up tensor
 } pt_ecache_layer_src;
 
 typedef struct pt_ecache_cfg {

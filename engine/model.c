@@ -205,41 +205,68 @@ static int check_tensor(const petrel_model *m, const pt_tensor_spec *s, const gg
     return 0;
 }
 
-static bool is_kv_b_pair(const pt_tensor_spec *s)
+// Is spec s replaced by an alternative layout found in the file?
+static bool replaced(const petrel_model *m, const pt_tensor_spec *s)
 {
-    return s->layer >= 0 && (strstr(s->name, ".attn_k_b.weight") || strstr(s->name, ".attn_v_b.weight"));
+    if (s->layer < 0)
+        return false;
+    const pt_layer *L = &m->layers[s->layer];
+    if (L->kv_b_legacy && (strstr(s->name, ".attn_k_b.weight") || strstr(s->name, ".attn_v_b.weight")))
+        return true;
+    return L->gate_up_fused && (strstr(s->name, ".ffn_gate_exps.weight") || strstr(s->name, ".ffn_up_exps.weight"));
+}
+
+// Finds an alternative layout of block il (spec alt, replacing tensors
+// named a and b): 1 when present and valid, 0 when absent, -1 + err when
+// it has a bad shape / type or stands beside a or b.
+static int find_alt(const petrel_model *m, const pt_tensor_spec *alt, const char *a, const char *b, pt_err *err)
+{
+    const gguf_file *g = m->gguf;
+    const gguf_tensor *t = gguf_find_tensor(g, alt->name);
+    if (!t)
+        return 0;
+    if (gguf_find_tensor(g, a) || gguf_find_tensor(g, b))
+        return pt_errf(err, "%s: tensor '%s' next to '%s' / '%s': a block has one layout or the other", m->path,
+                       alt->name, a, b);
+    return check_tensor(m, alt, t, err) < 0 ? -1 : 1;
 }
 
 // Checks the file's tensors against what the hyper-parameters require:
 // every required tensor present with the expected shape and a computable
-// type, nothing unknown. A block may hold llama.cpp's legacy attn_kv_b
-// instead of attn_k_b + attn_v_b (never both); such blocks are marked
-// kv_b_legacy.
+// type, nothing unknown. Two alternative layouts llama.cpp writes are
+// accepted per block (never beside what they replace; format/tensors.h):
+// the legacy attn_kv_b instead of attn_k_b + attn_v_b (kv_b_legacy), and
+// the fused ffn_gate_up_exps instead of ffn_gate_exps + ffn_up_exps
+// (gate_up_fused).
 static int validate_tensors(petrel_model *m, pt_tensor_spec *specs, int n_specs, pt_err *err)
 {
     const gguf_file *g = m->gguf;
     const uint32_t n_blocks = pt_hp_n_blocks(&m->hp);
     for (uint32_t il = 0; il < n_blocks; il++) {
-        pt_tensor_spec kvb;
-        pt_tensor_kv_b_spec(&m->hp, il, &kvb);
-        const gguf_tensor *t = gguf_find_tensor(g, kvb.name);
-        if (!t)
-            continue;
-        char kn[64], vn[64];
-        snprintf(kn, sizeof kn, "blk.%u.attn_k_b.weight", il);
-        snprintf(vn, sizeof vn, "blk.%u.attn_v_b.weight", il);
-        if (gguf_find_tensor(g, kn) || gguf_find_tensor(g, vn))
-            return pt_errf(err, "%s: tensor '%s' (legacy layout) next to '%s' / '%s': a block has one or the other",
-                           m->path, kvb.name, kn, vn);
-        if (check_tensor(m, &kvb, t, err) < 0)
+        pt_tensor_spec alt;
+        char a[64], b[64];
+        pt_tensor_kv_b_spec(&m->hp, il, &alt);
+        snprintf(a, sizeof a, "blk.%u.attn_k_b.weight", il);
+        snprintf(b, sizeof b, "blk.%u.attn_v_b.weight", il);
+        int rc = find_alt(m, &alt, a, b, err);
+        if (rc < 0)
             return -1;
-        m->layers[il].kv_b_legacy = true;
+        m->layers[il].kv_b_legacy = rc > 0;
+        if (!pt_hp_is_moe(&m->hp, il))
+            continue;
+        pt_tensor_gate_up_exps_spec(&m->hp, il, &alt);
+        snprintf(a, sizeof a, "blk.%u.ffn_gate_exps.weight", il);
+        snprintf(b, sizeof b, "blk.%u.ffn_up_exps.weight", il);
+        rc = find_alt(m, &alt, a, b, err);
+        if (rc < 0)
+            return -1;
+        m->layers[il].gate_up_fused = rc > 0;
     }
     for (int i = 0; i < n_specs; i++) {
         const pt_tensor_spec *s = &specs[i];
         const gguf_tensor *t = gguf_find_tensor(g, s->name);
         if (!t) {
-            if (s->optional || (is_kv_b_pair(s) && m->layers[s->layer].kv_b_legacy))
+            if (s->optional || replaced(m, s))
                 continue;
             return pt_errf(err, "%s: missing tensor '%s'", m->path, s->name);
         }
@@ -255,6 +282,9 @@ static int validate_tensors(petrel_model *m, pt_tensor_spec *specs, int n_specs,
         int end = 0;
         if (!known && sscanf(name, "blk.%u.attn_kv_b.weight%n", &il, &end) == 1 && name[end] == 0)
             known = il < n_blocks && m->layers[il].kv_b_legacy;
+        end = 0;
+        if (!known && sscanf(name, "blk.%u.ffn_gate_up_exps.weight%n", &il, &end) == 1 && name[end] == 0)
+            known = il < n_blocks && m->layers[il].gate_up_fused;
         if (!known)
             return pt_errf(err, "%s: unexpected tensor '%s' (not part of a deepseek2 model with this metadata)",
                            m->path, name);
@@ -422,9 +452,23 @@ petrel_model *petrel_model_open(const char *path, const petrel_model_params *par
             goto fail;
     }
     for (uint32_t il = 0; il < n_blocks; il++) {
+        char name[64];
+        if (m->layers[il].gate_up_fused) {
+            // Expert e's gate and up: the two halves of its slice of the fused tensor.
+            snprintf(name, sizeof name, "blk.%u.ffn_gate_up_exps.weight", il);
+            const gguf_tensor *t = gguf_find_tensor(m->gguf, name);
+            pt_ecache_layer_src *src = &m->exp_src[il];
+            const uint64_t half = t->size / t->ne[2] / 2;
+            src->n_expert = (int)t->ne[2];
+            for (int k = 0; k < 2; k++) {
+                src->off[k] = t->offset + (uint64_t)k * half;
+                src->bytes[k] = half;
+                src->stride[k] = 2 * half;
+                m->layers[il].exps_type[k] = (pt_dtype)t->type;
+            }
+        }
         if (!m->layers[il].kv_b_legacy)
             continue;
-        char name[64];
         snprintf(name, sizeof name, "blk.%u.attn_kv_b.weight", il);
         if (load_kv_b(m, il, gguf_find_tensor(m->gguf, name), &err) < 0)
             goto fail;

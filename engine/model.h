@@ -35,6 +35,7 @@ typedef struct pt_layer {
     pt_mat sh_gate, sh_up;  // (n_ff_exp*n_shared, n_embd)
     pt_mat sh_down;         // (n_embd, n_ff_exp*n_shared)
     pt_dtype exps_type[3];  // gate/up/down expert slice types
+    bool gate_up_fused;     // the file has ffn_gate_up_exps (gate and up of an expert in one slice pair)
     // MTP (nextn) block extras
     pt_mat eh_proj;         // (n_embd, 2*n_embd)
     float *enorm, *hnorm;   // (n_embd)

@@ -128,3 +128,17 @@ void pt_tensor_kv_b_spec(const pt_hparams *hp, uint32_t il, pt_tensor_spec *out)
     out->role = PT_ROLE_TRUNK;
     out->layer = (int32_t)il;
 }
+
+void pt_tensor_gate_up_exps_spec(const pt_hparams *hp, uint32_t il, pt_tensor_spec *out)
+{
+    assert(hp && out && il < pt_hp_n_blocks(hp));
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "blk.%u.ffn_gate_up_exps.weight", il);
+    out->n_dims = 3;
+    out->ne[0] = hp->n_embd;
+    out->ne[1] = 2 * (uint64_t)hp->n_ff_exp;
+    out->ne[2] = hp->n_expert;
+    out->ne[3] = 1;
+    out->role = PT_ROLE_EXPERTS;
+    out->layer = (int32_t)il;
+}

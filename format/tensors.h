@@ -41,4 +41,10 @@ int pt_tensor_specs(const pt_hparams *hp, pt_tensor_spec **out);
 // of the pair.
 void pt_tensor_kv_b_spec(const pt_hparams *hp, uint32_t il, pt_tensor_spec *out);
 
+// The fused alternative to MoE block il's ffn_gate_exps + ffn_up_exps
+// (convert_hf_to_gguf.py --fuse-gate-up-exps): blk.N.ffn_gate_up_exps.weight,
+// ggml ne {n_embd, 2*n_ff_exp, n_expert}; expert e's rows 0..n_ff_exp-1 are
+// its gate, the next n_ff_exp its up. Engine-only, as above.
+void pt_tensor_gate_up_exps_spec(const pt_hparams *hp, uint32_t il, pt_tensor_spec *out);
+
 #endif

@@ -30,6 +30,7 @@ static void fx_open(fx *f, int io)
     f->path = malloc(strlen(f->dir) + 16);
     sprintf(f->path, "%s/m.bin", f->dir);
     const uint64_t bytes[3] = {5000, 6000, 7000};
+    memset(f->src, 0, sizeof f->src); // (fields not set here keep their defaults, e.g. stride)
     uint64_t off = 100;
     for (int l = 0; l < 2; l++) {
         f->src[l].n_expert = NE;

@@ -1,4 +1,4 @@
-// tests/test_legacy_kv_b.c — llama.cpp's legacy deepseek2 layout: one
+// tests/test_layouts.c — llama.cpp's other deepseek2 layouts. The legacy one:
 // blk.N.attn_kv_b.weight {kv_lora, H*(nope+v)} per block instead of
 // attn_k_b + attn_v_b, and the pre-MLA head keys (key_length = nope+rope,
 // value_length = v, no *_mla keys, head_count_kv = H), as
@@ -8,6 +8,10 @@
 // kv_b from k_b and v_b exactly as the converter decomposes HF's
 // kv_b_proj (per head: nope k rows, k_b[h] transposed, then v rows), and
 // must give the logits of the original (the same floats, moved).
+//
+// The fused one (convert_hf_to_gguf.py --fuse-gate-up-exps): per MoE block
+// one ffn_gate_up_exps {n_embd, 2*n_ff_exp, n_expert} (expert e: its gate
+// rows, then its up rows) instead of ffn_gate_exps + ffn_up_exps.
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <math.h>
@@ -179,7 +183,7 @@ static petrel_model *open_model(const char *path)
     return m;
 }
 
-Test(legacy_kv_b, f32_variant_gives_the_original_logits)
+Test(layouts, f32_variant_gives_the_original_logits)
 {
     char *orig = tu_tiny_model("f32");
     char *dir = tu_tmpdir("kvb");
@@ -214,7 +218,7 @@ Test(legacy_kv_b, f32_variant_gives_the_original_logits)
 
 // A quantised kv_b (Q8_0): v_b keeps its stored rows (bytes equal to
 // kv_b's v rows), k_b holds the k rows dequantised and transposed.
-Test(legacy_kv_b, quantised_kv_b_is_split_exactly)
+Test(layouts, quantised_kv_b_is_split_exactly)
 {
     char *orig = tu_tiny_model("f32");
     char *dir = tu_tmpdir("kvb");
@@ -270,7 +274,7 @@ Test(legacy_kv_b, quantised_kv_b_is_split_exactly)
 }
 
 // Both layouts in one block are refused, naming the tensors.
-Test(legacy_kv_b, both_layouts_refused)
+Test(layouts, both_layouts_refused)
 {
     char *orig = tu_tiny_model("f32");
     char *dir = tu_tmpdir("kvb");
@@ -308,6 +312,111 @@ Test(legacy_kv_b, both_layouts_refused)
     petrel_model *m = petrel_model_open(path, NULL, msg, sizeof msg);
     cr_expect_null(m);
     cr_expect(strstr(msg, "blk.1.attn_kv_b.weight") && strstr(msg, "blk.1.attn_k_b.weight"), "%s", msg);
+    tu_rmrf(dir);
+    free(dir);
+    free(orig);
+}
+
+// Writes the fused variant of the model at src (any types) to dst.
+static void write_fused(const char *src, const char *dst)
+{
+    pt_err err = {{0}};
+    gguf_file *g = gguf_open(src, &err);
+    cr_assert(g, "%s", err.msg);
+    gguf_writer *w = gguf_writer_new(32);
+    for (uint64_t i = 0; i < g->n_kv; i++)
+        if (strcmp(g->kv[i].key, "general.alignment"))
+            gguf_w_copy_kv(w, &g->kv[i]);
+    int src_of[1024], n = 0; // source tensor, or -(block+1) for a fused one
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const gguf_tensor *t = &g->tensors[i];
+        unsigned il;
+        int end = 0;
+        if (sscanf(t->name, "blk.%u.ffn_up_exps.weight%n", &il, &end) == 1 && !t->name[end])
+            continue;
+        end = 0;
+        if (sscanf(t->name, "blk.%u.ffn_gate_exps.weight%n", &il, &end) == 1 && !t->name[end]) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%u.ffn_gate_up_exps.weight", il);
+            gguf_w_tensor(w, name, 3, (uint64_t[]){t->ne[0], 2 * t->ne[1], t->ne[2]}, t->type);
+            src_of[n++] = -(int)il - 1;
+            continue;
+        }
+        gguf_w_tensor(w, t->name, t->n_dims, t->ne, t->type);
+        src_of[n++] = (int)i;
+    }
+    uint64_t hl;
+    void *h = gguf_writer_header(w, &hl);
+    int fd = open(dst, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+    cr_assert(fd >= 0);
+    cr_assert_eq(pwrite(fd, h, hl, 0), (ssize_t)hl);
+    free(h);
+    for (int j = 0; j < n; j++) {
+        const uint64_t sz = gguf_writer_tensor_size(w, j);
+        unsigned char *out = malloc(sz);
+        if (src_of[j] >= 0) {
+            const gguf_tensor *t = &g->tensors[src_of[j]];
+            cr_assert_eq(gguf_read(g, t->offset, out, sz, &err), 0, "%s", err.msg);
+        } else {
+            char gn[64], un[64];
+            snprintf(gn, sizeof gn, "blk.%d.ffn_gate_exps.weight", -src_of[j] - 1);
+            snprintf(un, sizeof un, "blk.%d.ffn_up_exps.weight", -src_of[j] - 1);
+            const gguf_tensor *gt = gguf_find_tensor(g, gn), *ut = gguf_find_tensor(g, un);
+            cr_assert(gt && ut && gt->size == ut->size && gt->type == ut->type);
+            const uint64_t X = gt->ne[2], per = gt->size / X; // one expert's gate (or up) bytes
+            for (uint64_t e = 0; e < X; e++) {
+                cr_assert_eq(gguf_read(g, gt->offset + e * per, out + 2 * e * per, per, &err), 0);
+                cr_assert_eq(gguf_read(g, ut->offset + e * per, out + (2 * e + 1) * per, per, &err), 0);
+            }
+        }
+        cr_assert_eq(pwrite(fd, out, sz, (off_t)gguf_writer_tensor_offset(w, j)), (ssize_t)sz);
+        free(out);
+    }
+    cr_assert_eq(ftruncate(fd, (off_t)gguf_writer_total_size(w)), 0);
+    close(fd);
+    gguf_writer_free(w);
+    gguf_close(g);
+}
+
+// The fused variant gives the original's logits bit for bit (the same
+// experts read from other offsets), with a roomy and with a one-slot cache.
+Test(layouts, fused_gate_up_exps_gives_the_original_logits)
+{
+    char *orig = tu_tiny_model("q8_0");
+    char *dir = tu_tmpdir("fused");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fused.gguf", dir);
+    write_fused(orig, path);
+    petrel_model *a = open_model(orig), *b = open_model(path);
+    for (int il = 1; il < 5; il++)
+        cr_expect(b->layers[il].gate_up_fused && !a->layers[il].gate_up_fused);
+    char err[1024];
+    petrel_model_params mp = petrel_model_default_params();
+    mp.n_threads = 2;
+    mp.no_usage = true;
+    mp.experts_per_layer = 1;
+    petrel_model *c = petrel_model_open(path, &mp, err, sizeof err);
+    cr_assert(c, "%s", err);
+    for (int k = 0; k < 4; k++) {
+        float *la, *ma, *lb, *mb, *lc, *mc;
+        int n;
+        run(a, k, &la, &ma, &n);
+        run(b, k, &lb, &mb, &n);
+        run(c, k, &lc, &mc, &n);
+        cr_expect(memcmp(la, lb, sizeof(float) * (size_t)n * VOCAB) == 0, "case %d: logits differ", k);
+        cr_expect(memcmp(la, lc, sizeof(float) * (size_t)n * VOCAB) == 0, "case %d: logits differ (1 slot)", k);
+        if (ma)
+            cr_expect(memcmp(ma, mb, sizeof(float) * (size_t)(n - 1) * VOCAB) == 0, "case %d: MTP differs", k);
+        free(la);
+        free(lb);
+        free(lc);
+        free(ma);
+        free(mb);
+        free(mc);
+    }
+    petrel_model_close(a);
+    petrel_model_close(b);
+    petrel_model_close(c);
     tu_rmrf(dir);
     free(dir);
     free(orig);
