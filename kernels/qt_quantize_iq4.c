@@ -4,12 +4,12 @@
 // with the best-scale search over +-7 steps (ntry = 7). Note: ggml's
 // quantize_row_iq4_nl_ref runs the same code with ntry = -1 and gives other
 // bytes; Petrel writes what llama-quantize writes.
+#include "kernels/qt_iq_grid.h"
 #include "kernels/qt_quantize.h"
 #include "kernels/qt_quantize_util.h"
 
-// The 16 IQ4_NL levels (format data, ggml's kvalues_iq4nl). A private copy
-// so that this file does not depend on the i-quant grid tables.
-static const int8_t iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// The 16 IQ4_NL levels (format data, ggml's kvalues_iq4nl).
+static const int8_t *const iq4_values = pt_kvalues_iq4nl;
 
 enum { NTRY = 7, SB = 256 }; // search steps, IQ4_XS super-block
 
