@@ -33,17 +33,6 @@ static inline uint32_t ld32(const uint8_t *p)
     return v;
 }
 
-// Q4_K / Q5_K: the 8 scales then the 8 mins (6 bits each) as 16 bytes,
-// the word form of pt_k4_scale_min.
-static inline void k4_unpack(const uint8_t s[12], uint32_t u[4])
-{
-    const uint32_t a0 = ld32(s), a1 = ld32(s + 4), a2 = ld32(s + 8);
-    u[0] = a0 & 0x3f3f3f3fu;
-    u[1] = (a2 & 0x0f0f0f0fu) | (((a0 >> 6) & 0x03030303u) << 4);
-    u[2] = a1 & 0x3f3f3f3fu;
-    u[3] = ((a2 >> 4) & 0x0f0f0f0fu) | (((a1 >> 6) & 0x03030303u) << 4);
-}
-
 // Q3_K: the 16 6-bit scales (before the -32) as 16 bytes, the word form of
 // pt_q3k_scales.
 static inline void q3k_unpack(const uint8_t s[12], uint32_t u[4])
@@ -61,37 +50,25 @@ TGT2I float h2f(uint16_t h)
     return _cvtsh_ss(h);
 }
 
-// The scalar f32 steps of the contract (qt_k.c).
-TGT2I float step_min(float acc, uint16_t dh, uint16_t mh, float xd, int32_t isum, int32_t msum)
-{
-    acc = fmaf(h2f(dh) * xd, (float)isum, acc);
-    return fmaf(-(h2f(mh) * xd), (float)msum, acc);
-}
-
-TGT2I float step(float acc, uint16_t dh, float xd, int32_t isum)
-{
-    return fmaf(h2f(dh) * xd, (float)isum, acc);
-}
-
 // ---- AVX2 --------------------------------------------------------------
 
-// Sum of the 8 int32 lanes of a and of the 4 of b, exactly (wrapping adds
-// of sums that fit int32).
-TGT2I void hsum2_avx2(__m256i a, __m128i b, int32_t *sa, int32_t *sb)
+// Q4_K / Q5_K scales and mins as 16 int16 (sc0..7, m0..7), the vector form
+// of pt_k4_scale_min: bytes 0-3 and 4-7 give scales / mins 0-3 (low 6 bits);
+// 4-7 take a nibble of bytes 8-11 plus bits 6-7 of bytes 0-3 / 4-7. Reads
+// 16 bytes from `s` (the 12 scale bytes and 4 quant bytes, ignored).
+TGT2I __m256i k4_scales16(const uint8_t *s)
 {
-    const __m128i t = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
-    const __m128i u = _mm_hadd_epi32(t, b);
-    const __m128i v = _mm_hadd_epi32(u, u);
-    *sa = _mm_cvtsi128_si32(v);
-    *sb = _mm_extract_epi32(v, 1);
-}
-
-TGT2I int32_t hsum_avx2(__m256i a)
-{
-    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
-    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
-    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
-    return _mm_cvtsi128_si32(t);
+    const __m128i z = _mm_loadu_si128((const __m128i *)s);
+    const char Z = (char)0x80;
+    const __m128i p = _mm_shuffle_epi8(z, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, Z, Z, Z, Z));
+    const __m128i q = _mm_shuffle_epi8(_mm_srli_epi16(z, 4),
+                                       _mm_setr_epi8(Z, Z, Z, Z, Z, Z, Z, Z, Z, Z, Z, Z, 8, 9, 10, 11));
+    const __m128i h = _mm_shuffle_epi8(_mm_srli_epi16(z, 2),
+                                       _mm_setr_epi8(Z, Z, Z, Z, 0, 1, 2, 3, Z, Z, Z, Z, 4, 5, 6, 7));
+    const __m128i mask = _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15);
+    const __m128i r = _mm_or_si128(_mm_and_si128(_mm_or_si128(p, q), mask),
+                                   _mm_and_si128(h, _mm_set1_epi8(0x30)));
+    return _mm256_cvtepu8_epi16(r);
 }
 
 // int16 vector holding scale k in every lane, from v = 16 int16 scales
@@ -117,187 +94,216 @@ TGT2I __m256i dot_sc_avx2(__m256i q, const int8_t *x, __m256i sc)
     return _mm256_madd_epi16(sc, _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)x)));
 }
 
+// One super-block's exact integer sums before the horizontal reduction:
+// `is` lanes add up to isum, `ms` lanes to msum (zero for types without a
+// min).
+typedef struct {
+    __m256i is; // (8,) int32 partial sums of isum
+    __m128i ms; // (4,) int32 partial sums of msum
+} sb_sums;
+
+// Reduces two super-blocks' sums at once (the reduction is as long as the
+// integer work of a block otherwise): [isum_a, isum_b, msum_a, msum_b],
+// converted to f32 (RNE, as (float) of an int32 is).
+TGT2I __m128 reduce_pair(sb_sums a, sb_sums b)
+{
+    const __m256i t = _mm256_hadd_epi32(a.is, b.is);
+    const __m128i u = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+    const __m128i v = _mm_hadd_epi32(a.ms, b.ms);
+    return _mm_cvtepi32_ps(_mm_hadd_epi32(u, v));
+}
+
+// The row loop of every K-type kernel: super-blocks in pairs through
+// SUMS(block, activation block) -> sb_sums, then the contract's f32 steps
+// in super-block order (with the min step, scale field DMIN, when HAS_MIN).
+#define K_ROW_LOOP(BLK, SUMS, HAS_MIN, DMIN)                                                            \
+    const BLK *b = w;                                                                               \
+    const block_q8_K *x = xq;                                                                       \
+    const int64_t nb = n / QK_K;                                                                    \
+    float acc = 0.0f;                                                                               \
+    int64_t i = 0;                                                                                  \
+    for (; i < nb; i += 2) {                                                                        \
+        const sb_sums sa = SUMS(&b[i], &x[i]);                                                      \
+        const bool two = i + 1 < nb;                                                                \
+        const sb_sums sb = two ? SUMS(&b[i + 1], &x[i + 1]) : (sb_sums){_mm256_setzero_si256(), _mm_setzero_si128()}; \
+        float f[4];                                                                                 \
+        _mm_storeu_ps(f, reduce_pair(sa, sb));                                                      \
+        for (int k = 0; k < 1 + two; k++) {                                                         \
+            acc = fmaf(h2f(b[i + k].d) * x[i + k].d, f[k], acc);                                    \
+            if (HAS_MIN)                                                                            \
+                acc = fmaf(-(h2f(b[i + k].DMIN) * x[i + k].d), f[2 + k], acc);                      \
+        }                                                                                           \
+    }                                                                                               \
+    return acc;
+
 // Q4_K (contract in qt_k.c). Per 64-value chunk c: the low nibbles are
 // block 2c, the high ones block 2c + 1.
+TGT2I sb_sums sums_q4_k_avx2(const pt_blk_q4_k *b, const block_q8_K *x)
+{
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    const __m256i sm = k4_scales16(b->scales);
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+    const __m128i bs2 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bs2);
+    const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        const __m256i qb = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+        const __m256i ql = _mm256_and_si256(qb, m4);
+        const __m256i qh = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4);
+        s0 = _mm256_add_epi32(s0, dot_sc_avx2(ql, x->qs + 64 * c, bcast_sc(sc, 2 * c)));
+        s1 = _mm256_add_epi32(s1, dot_sc_avx2(qh, x->qs + 64 * c + 32, bcast_sc(sc, 2 * c + 1)));
+    }
+    return (sb_sums){_mm256_add_epi32(s0, s1), mprod};
+}
+
 TGT2 float pt_vdot_q4_k_avx2(const void *w, const void *xq, int64_t n)
 {
-    const pt_blk_q4_k *b = w;
-    const block_q8_K *x = xq;
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        uint32_t u[4];
-        k4_unpack(b[i].scales, u);
-        const __m256i sm = _mm256_cvtepu8_epi16(_mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]));
-        const __m256i bs = _mm256_loadu_si256((const __m256i *)x[i].bsums);
-        const __m128i bs2 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-        const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bs2);
-        const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
-        const uint8_t *q = b[i].qs;
-        const int8_t *xs = x[i].qs;
-        __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
-            const __m256i qb = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
-            const __m256i ql = _mm256_and_si256(qb, m4);
-            const __m256i qh = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4);
-            s0 = _mm256_add_epi32(s0, dot_sc_avx2(ql, xs + 64 * c, bcast_sc(sc, 2 * c)));
-            s1 = _mm256_add_epi32(s1, dot_sc_avx2(qh, xs + 64 * c + 32, bcast_sc(sc, 2 * c + 1)));
-        }
-        int32_t isum, msum;
-        hsum2_avx2(_mm256_add_epi32(s0, s1), mprod, &isum, &msum);
-        acc = step_min(acc, b[i].d, b[i].dmin, x[i].d, isum, msum);
-    }
-    return acc;
+    K_ROW_LOOP(pt_blk_q4_k, sums_q4_k_avx2, 1, dmin)
 }
 
 // Q5_K: Q4_K with the fifth bit k of qh[l] added as 16 to value 32k + l.
+TGT2I sb_sums sums_q5_k_avx2(const pt_blk_q5_k *b, const block_q8_K *x)
+{
+    const __m256i m4 = _mm256_set1_epi8(0xF), m16 = _mm256_set1_epi8(16);
+    const __m256i sm = k4_scales16(b->scales);
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+    const __m128i bs2 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bs2);
+    const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+    const __m256i hb = _mm256_loadu_si256((const __m256i *)b->qh);
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        const __m256i qb = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+        // bit 2c (2c + 1) of each byte moved to bit 4
+        const __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hb, 2 * c), 4), m16);
+        const __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hb, 2 * c + 1), 4), m16);
+        const __m256i ql = _mm256_or_si256(_mm256_and_si256(qb, m4), h0);
+        const __m256i qh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4), h1);
+        s0 = _mm256_add_epi32(s0, dot_sc_avx2(ql, x->qs + 64 * c, bcast_sc(sc, 2 * c)));
+        s1 = _mm256_add_epi32(s1, dot_sc_avx2(qh, x->qs + 64 * c + 32, bcast_sc(sc, 2 * c + 1)));
+    }
+    return (sb_sums){_mm256_add_epi32(s0, s1), mprod};
+}
+
 TGT2 float pt_vdot_q5_k_avx2(const void *w, const void *xq, int64_t n)
 {
-    const pt_blk_q5_k *b = w;
-    const block_q8_K *x = xq;
-    const __m256i m4 = _mm256_set1_epi8(0xF), m16 = _mm256_set1_epi8(16);
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        uint32_t u[4];
-        k4_unpack(b[i].scales, u);
-        const __m256i sm = _mm256_cvtepu8_epi16(_mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]));
-        const __m256i bs = _mm256_loadu_si256((const __m256i *)x[i].bsums);
-        const __m128i bs2 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-        const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bs2);
-        const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
-        const __m256i hb = _mm256_loadu_si256((const __m256i *)b[i].qh);
-        const uint8_t *q = b[i].qs;
-        const int8_t *xs = x[i].qs;
-        __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
-            const __m256i qb = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
-            // bit 2c (2c + 1) of each byte moved to bit 4
-            const __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hb, 2 * c), 4), m16);
-            const __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hb, 2 * c + 1), 4), m16);
-            const __m256i ql = _mm256_or_si256(_mm256_and_si256(qb, m4), h0);
-            const __m256i qh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4), h1);
-            s0 = _mm256_add_epi32(s0, dot_sc_avx2(ql, xs + 64 * c, bcast_sc(sc, 2 * c)));
-            s1 = _mm256_add_epi32(s1, dot_sc_avx2(qh, xs + 64 * c + 32, bcast_sc(sc, 2 * c + 1)));
-        }
-        int32_t isum, msum;
-        hsum2_avx2(_mm256_add_epi32(s0, s1), mprod, &isum, &msum);
-        acc = step_min(acc, b[i].d, b[i].dmin, x[i].d, isum, msum);
-    }
-    return acc;
+    K_ROW_LOOP(pt_blk_q5_k, sums_q5_k_avx2, 1, dmin)
 }
 
 // Q2_K. Half h (128 values) is qs[32h ..]: shift 2s gives values
 // 128h + 32s + l, i.e. blocks 8h + 2s (l < 16) and 8h + 2s + 1.
+TGT2I __m128i q2k_mins(const pt_blk_q2_k *b, const block_q8_K *x, __m128i *sc8)
+{
+    const __m128i sm = _mm_loadu_si128((const __m128i *)b->scales);
+    const __m128i m4 = _mm_set1_epi8(0xF);
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), m4));
+    const __m256i mp = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)x->bsums));
+    *sc8 = _mm_and_si128(sm, m4);
+    return _mm_add_epi32(_mm256_castsi256_si128(mp), _mm256_extracti128_si256(mp, 1));
+}
+
+TGT2I sb_sums sums_q2_k_avx2(const pt_blk_q2_k *b, const block_q8_K *x)
+{
+    const __m256i m3 = _mm256_set1_epi8(3);
+    __m128i sc8;
+    const __m128i mprod = q2k_mins(b, x, &sc8);
+    const __m256i sc = evenodd16(sc8, false);
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i qb = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+        const int8_t *xh = x->qs + 128 * h;
+        const __m256i q0 = _mm256_and_si256(qb, m3);
+        const __m256i q1 = _mm256_and_si256(_mm256_srli_epi16(qb, 2), m3);
+        const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m3);
+        const __m256i q3 = _mm256_and_si256(_mm256_srli_epi16(qb, 6), m3);
+        s0 = _mm256_add_epi32(s0, dot_sc_avx2(q0, xh, bcast_sc(sc, 4 * h + 0)));
+        s1 = _mm256_add_epi32(s1, dot_sc_avx2(q1, xh + 32, bcast_sc(sc, 4 * h + 1)));
+        s0 = _mm256_add_epi32(s0, dot_sc_avx2(q2, xh + 64, bcast_sc(sc, 4 * h + 2)));
+        s1 = _mm256_add_epi32(s1, dot_sc_avx2(q3, xh + 96, bcast_sc(sc, 4 * h + 3)));
+    }
+    return (sb_sums){_mm256_add_epi32(s0, s1), mprod};
+}
+
 TGT2 float pt_vdot_q2_k_avx2(const void *w, const void *xq, int64_t n)
 {
-    const pt_blk_q2_k *b = w;
-    const block_q8_K *x = xq;
-    const __m256i m3 = _mm256_set1_epi8(3);
-    const __m128i m4 = _mm_set1_epi8(0xF);
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const __m128i sm = _mm_loadu_si128((const __m128i *)b[i].scales);
-        const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), m4));
-        const __m256i mp = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)x[i].bsums));
-        const __m128i mprod = _mm_add_epi32(_mm256_castsi256_si128(mp), _mm256_extracti128_si256(mp, 1));
-        const __m256i sc = evenodd16(_mm_and_si128(sm, m4), false);
-        const int8_t *xs = x[i].qs;
-        __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            const __m256i qb = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * h));
-            const int8_t *xh = xs + 128 * h;
-            const __m256i q0 = _mm256_and_si256(qb, m3);
-            const __m256i q1 = _mm256_and_si256(_mm256_srli_epi16(qb, 2), m3);
-            const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m3);
-            const __m256i q3 = _mm256_and_si256(_mm256_srli_epi16(qb, 6), m3);
-            s0 = _mm256_add_epi32(s0, dot_sc_avx2(q0, xh, bcast_sc(sc, 4 * h + 0)));
-            s1 = _mm256_add_epi32(s1, dot_sc_avx2(q1, xh + 32, bcast_sc(sc, 4 * h + 1)));
-            s0 = _mm256_add_epi32(s0, dot_sc_avx2(q2, xh + 64, bcast_sc(sc, 4 * h + 2)));
-            s1 = _mm256_add_epi32(s1, dot_sc_avx2(q3, xh + 96, bcast_sc(sc, 4 * h + 3)));
-        }
-        int32_t isum, msum;
-        hsum2_avx2(_mm256_add_epi32(s0, s1), mprod, &isum, &msum);
-        acc = step_min(acc, b[i].d, b[i].dmin, x[i].d, isum, msum);
-    }
-    return acc;
+    K_ROW_LOOP(pt_blk_q2_k, sums_q2_k_avx2, 1, dmin)
 }
 
 // Q3_K: quants taken as q + 4 = low2 + 4 * hbit (0..7) and the offset
 // removed as 4 * sum_j sc_j * bsum_j. Layout of the low bits as Q2_K;
-// bit k of hmask[l] belongs to value 32k + l.
+// bit k of hmask[l] belongs to value 32k + l. Returns the signed scales
+// (sc - 32) and the offset term (8 partial sums).
+TGT2I __m128i q3k_scales8(const pt_blk_q3_k *b, const block_q8_K *x, __m256i *off)
+{
+    uint32_t u[4];
+    q3k_unpack(b->scales, u);
+    const __m128i s8 = _mm_sub_epi8(_mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]), _mm_set1_epi8(32));
+    *off = _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(s8), _mm256_loadu_si256((const __m256i *)x->bsums)), 2);
+    return s8;
+}
+
+TGT2I sb_sums sums_q3_k_avx2(const pt_blk_q3_k *b, const block_q8_K *x)
+{
+    const __m256i m3 = _mm256_set1_epi8(3), m4b = _mm256_set1_epi8(4);
+    __m256i off;
+    const __m256i sc = evenodd16(q3k_scales8(b, x, &off), true);
+    const __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i qb = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+        const int8_t *xh = x->qs + 128 * h;
+        for (int s = 0; s < 4; s += 2) {
+            const int k = 4 * h + s;
+            // bit k (k + 1) of each hmask byte moved to bit 2
+            const __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hm, k), 2), m4b);
+            const __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hm, k + 1), 2), m4b);
+            const __m256i q0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 2 * s), m3), h0);
+            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 2 * s + 2), m3), h1);
+            s0 = _mm256_add_epi32(s0, dot_sc_avx2(q0, xh + 32 * s, bcast_sc(sc, 4 * h + s)));
+            s1 = _mm256_add_epi32(s1, dot_sc_avx2(q1, xh + 32 * s + 32, bcast_sc(sc, 4 * h + s + 1)));
+        }
+    }
+    return (sb_sums){_mm256_sub_epi32(_mm256_add_epi32(s0, s1), off), _mm_setzero_si128()};
+}
+
 TGT2 float pt_vdot_q3_k_avx2(const void *w, const void *xq, int64_t n)
 {
-    const pt_blk_q3_k *b = w;
-    const block_q8_K *x = xq;
-    const __m256i m3 = _mm256_set1_epi8(3), m4b = _mm256_set1_epi8(4);
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        uint32_t u[4];
-        q3k_unpack(b[i].scales, u);
-        const __m128i s8 = _mm_sub_epi8(_mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]),
-                                        _mm_set1_epi8(32));
-        const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(s8),
-                                              _mm256_loadu_si256((const __m256i *)x[i].bsums));
-        const __m256i sc = evenodd16(s8, true);
-        const __m256i hm = _mm256_loadu_si256((const __m256i *)b[i].hmask);
-        const int8_t *xs = x[i].qs;
-        __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            const __m256i qb = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * h));
-            const int8_t *xh = xs + 128 * h;
-            for (int s = 0; s < 4; s += 2) {
-                const int k = 4 * h + s;
-                // bit k (k + 1) of each hmask byte moved to bit 2
-                const __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hm, k), 2), m4b);
-                const __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hm, k + 1), 2), m4b);
-                const __m256i q0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 2 * s), m3), h0);
-                const __m256i q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 2 * s + 2), m3), h1);
-                s0 = _mm256_add_epi32(s0, dot_sc_avx2(q0, xh + 32 * s, bcast_sc(sc, 4 * h + s)));
-                s1 = _mm256_add_epi32(s1, dot_sc_avx2(q1, xh + 32 * s + 32, bcast_sc(sc, 4 * h + s + 1)));
-            }
-        }
-        const __m256i sum = _mm256_sub_epi32(_mm256_add_epi32(s0, s1), _mm256_slli_epi32(off, 2));
-        acc = step(acc, b[i].d, x[i].d, hsum_avx2(sum));
-    }
-    return acc;
+    K_ROW_LOOP(pt_blk_q3_k, sums_q3_k_avx2, 0, d)
 }
 
 // Q6_K: quants taken as q + 32 (0..63), the offset removed as
 // 32 * sum_j sc_j * bsum_j. Half h: ql[64h ..] and qh[32h ..]; byte l of
 // the two 32-byte ql halves and of qh give values l, l + 32 (low nibbles,
 // qh bits 0-1 and 2-3) and l + 64, l + 96 (high nibbles, bits 4-5, 6-7).
+TGT2I sb_sums sums_q6_k_avx2(const pt_blk_q6_k *b, const block_q8_K *x)
+{
+    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(0x30);
+    const __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
+    const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(s8), _mm256_loadu_si256((const __m256i *)x->bsums));
+    const __m256i sc = evenodd16(s8, true);
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+        const __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        const int8_t *xh = x->qs + 128 * h;
+        const __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m3));
+        const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m3));
+        const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m3));
+        const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                           _mm256_and_si256(_mm256_srli_epi16(hb, 2), m3));
+        s0 = _mm256_add_epi32(s0, dot_sc_avx2(q0, xh, bcast_sc(sc, 4 * h + 0)));
+        s1 = _mm256_add_epi32(s1, dot_sc_avx2(q1, xh + 32, bcast_sc(sc, 4 * h + 1)));
+        s0 = _mm256_add_epi32(s0, dot_sc_avx2(q2, xh + 64, bcast_sc(sc, 4 * h + 2)));
+        s1 = _mm256_add_epi32(s1, dot_sc_avx2(q3, xh + 96, bcast_sc(sc, 4 * h + 3)));
+    }
+    return (sb_sums){_mm256_sub_epi32(_mm256_add_epi32(s0, s1), _mm256_slli_epi32(off, 5)), _mm_setzero_si128()};
+}
+
 TGT2 float pt_vdot_q6_k_avx2(const void *w, const void *xq, int64_t n)
 {
-    const pt_blk_q6_k *b = w;
-    const block_q8_K *x = xq;
-    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(0x30);
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const __m128i s8 = _mm_loadu_si128((const __m128i *)b[i].scales);
-        const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(s8),
-                                              _mm256_loadu_si256((const __m256i *)x[i].bsums));
-        const __m256i sc = evenodd16(s8, true);
-        const int8_t *xs = x[i].qs;
-        __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b[i].ql + 64 * h));
-            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b[i].ql + 64 * h + 32));
-            const __m256i hb = _mm256_loadu_si256((const __m256i *)(b[i].qh + 32 * h));
-            const int8_t *xh = xs + 128 * h;
-            const __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m3));
-            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m3));
-            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m3));
-            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                               _mm256_and_si256(_mm256_srli_epi16(hb, 2), m3));
-            s0 = _mm256_add_epi32(s0, dot_sc_avx2(q0, xh, bcast_sc(sc, 4 * h + 0)));
-            s1 = _mm256_add_epi32(s1, dot_sc_avx2(q1, xh + 32, bcast_sc(sc, 4 * h + 1)));
-            s0 = _mm256_add_epi32(s0, dot_sc_avx2(q2, xh + 64, bcast_sc(sc, 4 * h + 2)));
-            s1 = _mm256_add_epi32(s1, dot_sc_avx2(q3, xh + 96, bcast_sc(sc, 4 * h + 3)));
-        }
-        const __m256i sum = _mm256_sub_epi32(_mm256_add_epi32(s0, s1), _mm256_slli_epi32(off, 5));
-        acc = step(acc, b[i].d, x[i].d, hsum_avx2(sum));
-    }
-    return acc;
+    K_ROW_LOOP(pt_blk_q6_k, sums_q6_k_avx2, 0, d)
 }
 
 // ---- AVX-512 (BW + VNNI) -------------------------------------------------
@@ -333,177 +339,150 @@ TGT5I __m512i dot_sc_512(__m512i acc, __m512i q, const int8_t *x, __m512i sc)
     return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(q, _mm512_loadu_si512(x)), sc);
 }
 
+TGT5I __m256i fold512(__m512i s0, __m512i s1)
+{
+    const __m512i s = _mm512_add_epi32(s0, s1);
+    return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+}
+
+TGT5I sb_sums sums_q4_k_512(const pt_blk_q4_k *b, const block_q8_K *x)
+{
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    const __m256i sm = k4_scales16(b->scales);
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+    const __m128i bs2 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bs2);
+    const __m512i sc = _mm512_castsi256_si512(sm);
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    for (int c = 0; c < 4; c += 2) {
+        // chunk c: values 64c .. 64c + 63 = blocks 2c (low nibbles), 2c + 1
+        const __m512i q0 = _mm512_and_si512(bcast_shift(b->qs + 32 * c, 0, 4), m4);
+        const __m512i q1 = _mm512_and_si512(bcast_shift(b->qs + 32 * c + 32, 0, 4), m4);
+        s0 = dot_sc_512(s0, q0, x->qs + 64 * c, _mm512_permutexvar_epi16(sc_index(2 * c, 16), sc));
+        s1 = dot_sc_512(s1, q1, x->qs + 64 * c + 64, _mm512_permutexvar_epi16(sc_index(2 * c + 2, 16), sc));
+    }
+    return (sb_sums){fold512(s0, s1), mprod};
+}
+
 TGT5 float pt_vdot_q4_k_avx512(const void *w, const void *xq, int64_t n)
 {
-    const pt_blk_q4_k *b = w;
-    const block_q8_K *x = xq;
-    const __m512i m4 = _mm512_set1_epi8(0xF);
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        uint32_t u[4];
-        k4_unpack(b[i].scales, u);
-        const __m256i sm = _mm256_cvtepu8_epi16(_mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]));
-        const __m256i bs = _mm256_loadu_si256((const __m256i *)x[i].bsums);
-        const __m128i bs2 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-        const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bs2);
-        const __m512i sc = _mm512_castsi256_si512(sm);
-        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-        for (int c = 0; c < 4; c += 2) {
-            // chunk c: values 64c .. 64c + 63 = blocks 2c (low nibbles), 2c + 1
-            const __m512i q0 = _mm512_and_si512(bcast_shift(b[i].qs + 32 * c, 0, 4), m4);
-            const __m512i q1 = _mm512_and_si512(bcast_shift(b[i].qs + 32 * c + 32, 0, 4), m4);
-            s0 = dot_sc_512(s0, q0, x[i].qs + 64 * c, _mm512_permutexvar_epi16(sc_index(2 * c, 16), sc));
-            s1 = dot_sc_512(s1, q1, x[i].qs + 64 * c + 64, _mm512_permutexvar_epi16(sc_index(2 * c + 2, 16), sc));
-        }
-        int32_t isum, msum;
-        const __m512i s = _mm512_add_epi32(s0, s1);
-        hsum2_avx2(_mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1)), mprod, &isum,
-                   &msum);
-        acc = step_min(acc, b[i].d, b[i].dmin, x[i].d, isum, msum);
+    K_ROW_LOOP(pt_blk_q4_k, sums_q4_k_512, 1, dmin)
+}
+
+TGT5I sb_sums sums_q5_k_512(const pt_blk_q5_k *b, const block_q8_K *x)
+{
+    const __m512i m4 = _mm512_set1_epi8(0xF), m16 = _mm512_set1_epi8(16);
+    const __m256i sm = k4_scales16(b->scales);
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+    const __m128i bs2 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bs2);
+    const __m512i sc = _mm512_castsi256_si512(sm);
+    const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qh));
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    for (int c = 0; c < 4; c++) {
+        // fifth bits: bit 2c for the low half of the register, 2c + 1 for the high
+        const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * c))),
+                                               _mm256_set1_epi8((char)(1 << (2 * c + 1))), 1);
+        const __mmask64 k = _mm512_test_epi8_mask(hb, bit);
+        __m512i q = _mm512_and_si512(bcast_shift(b->qs + 32 * c, 0, 4), m4);
+        q = _mm512_mask_add_epi8(q, k, q, m16);
+        const __m512i scv = _mm512_permutexvar_epi16(sc_index(2 * c, 16), sc);
+        if (c % 2 == 0)
+            s0 = dot_sc_512(s0, q, x->qs + 64 * c, scv);
+        else
+            s1 = dot_sc_512(s1, q, x->qs + 64 * c, scv);
     }
-    return acc;
+    return (sb_sums){fold512(s0, s1), mprod};
 }
 
 TGT5 float pt_vdot_q5_k_avx512(const void *w, const void *xq, int64_t n)
 {
-    const pt_blk_q5_k *b = w;
-    const block_q8_K *x = xq;
-    const __m512i m4 = _mm512_set1_epi8(0xF), m16 = _mm512_set1_epi8(16);
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        uint32_t u[4];
-        k4_unpack(b[i].scales, u);
-        const __m256i sm = _mm256_cvtepu8_epi16(_mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]));
-        const __m256i bs = _mm256_loadu_si256((const __m256i *)x[i].bsums);
-        const __m128i bs2 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-        const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bs2);
-        const __m512i sc = _mm512_castsi256_si512(sm);
-        const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b[i].qh));
-        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-        for (int c = 0; c < 4; c++) {
-            // fifth bits: bit 2c for the low half of the register, 2c + 1 for the high
-            const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * c))),
-                                                   _mm256_set1_epi8((char)(1 << (2 * c + 1))), 1);
-            const __mmask64 k = _mm512_test_epi8_mask(hb, bit);
-            __m512i q = _mm512_and_si512(bcast_shift(b[i].qs + 32 * c, 0, 4), m4);
-            q = _mm512_mask_add_epi8(q, k, q, m16);
-            if (c % 2 == 0)
-                s0 = dot_sc_512(s0, q, x[i].qs + 64 * c, _mm512_permutexvar_epi16(sc_index(2 * c, 16), sc));
-            else
-                s1 = dot_sc_512(s1, q, x[i].qs + 64 * c, _mm512_permutexvar_epi16(sc_index(2 * c, 16), sc));
-        }
-        int32_t isum, msum;
-        const __m512i s = _mm512_add_epi32(s0, s1);
-        hsum2_avx2(_mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1)), mprod, &isum,
-                   &msum);
-        acc = step_min(acc, b[i].d, b[i].dmin, x[i].d, isum, msum);
-    }
-    return acc;
+    K_ROW_LOOP(pt_blk_q5_k, sums_q5_k_512, 1, dmin)
 }
 
 // 16-value-block types: the register of values 64p .. 64p + 63 holds
 // blocks 4p .. 4p + 3, one per 128-bit lane.
+TGT5I sb_sums sums_q2_k_512(const pt_blk_q2_k *b, const block_q8_K *x)
+{
+    const __m512i m3 = _mm512_set1_epi8(3);
+    __m128i sc8;
+    const __m128i mprod = q2k_mins(b, x, &sc8);
+    const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sc8));
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) {
+        // half h: shifts 0 / 2 give values 128h + 0..63, shifts 4 / 6 the rest
+        const __m512i q0 = _mm512_and_si512(bcast_shift(b->qs + 32 * h, 0, 2), m3);
+        const __m512i q1 = _mm512_and_si512(bcast_shift(b->qs + 32 * h, 4, 6), m3);
+        s0 = dot_sc_512(s0, q0, x->qs + 128 * h, _mm512_permutexvar_epi16(sc_index(8 * h, 8), sc));
+        s1 = dot_sc_512(s1, q1, x->qs + 128 * h + 64, _mm512_permutexvar_epi16(sc_index(8 * h + 4, 8), sc));
+    }
+    return (sb_sums){fold512(s0, s1), mprod};
+}
+
 TGT5 float pt_vdot_q2_k_avx512(const void *w, const void *xq, int64_t n)
 {
-    const pt_blk_q2_k *b = w;
-    const block_q8_K *x = xq;
-    const __m512i m3 = _mm512_set1_epi8(3);
-    const __m128i m4 = _mm_set1_epi8(0xF);
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const __m128i sm = _mm_loadu_si128((const __m128i *)b[i].scales);
-        const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), m4));
-        const __m256i mp = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)x[i].bsums));
-        const __m128i mprod = _mm_add_epi32(_mm256_castsi256_si128(mp), _mm256_extracti128_si256(mp, 1));
-        const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(sm, m4)));
-        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-        for (int h = 0; h < 2; h++) {
-            // half h: shifts 0 / 2 give values 128h + 0..63, shifts 4 / 6 the rest
-            const __m512i q0 = _mm512_and_si512(bcast_shift(b[i].qs + 32 * h, 0, 2), m3);
-            const __m512i q1 = _mm512_and_si512(bcast_shift(b[i].qs + 32 * h, 4, 6), m3);
-            s0 = dot_sc_512(s0, q0, x[i].qs + 128 * h, _mm512_permutexvar_epi16(sc_index(8 * h, 8), sc));
-            s1 = dot_sc_512(s1, q1, x[i].qs + 128 * h + 64, _mm512_permutexvar_epi16(sc_index(8 * h + 4, 8), sc));
-        }
-        int32_t isum, msum;
-        const __m512i s = _mm512_add_epi32(s0, s1);
-        hsum2_avx2(_mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1)), mprod, &isum,
-                   &msum);
-        acc = step_min(acc, b[i].d, b[i].dmin, x[i].d, isum, msum);
+    K_ROW_LOOP(pt_blk_q2_k, sums_q2_k_512, 1, dmin)
+}
+
+TGT5I sb_sums sums_q3_k_512(const pt_blk_q3_k *b, const block_q8_K *x)
+{
+    const __m512i m3 = _mm512_set1_epi8(3), m4b = _mm512_set1_epi8(4);
+    __m256i off;
+    const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(q3k_scales8(b, x, &off)));
+    const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->hmask));
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    for (int p = 0; p < 4; p++) {
+        // values 64p .. 64p + 63: half h = p / 2, low-bit shifts 4(p%2) and +2,
+        // high bits k = 2p and 2p + 1
+        const int h = p / 2, sh = 4 * (p % 2);
+        const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * p))),
+                                               _mm256_set1_epi8((char)(1 << (2 * p + 1))), 1);
+        const __mmask64 k = _mm512_test_epi8_mask(hm, bit);
+        __m512i q = _mm512_and_si512(bcast_shift(b->qs + 32 * h, sh, sh + 2), m3);
+        q = _mm512_mask_add_epi8(q, k, q, m4b);
+        const __m512i scv = _mm512_permutexvar_epi16(sc_index(4 * p, 8), sc);
+        if (p % 2 == 0)
+            s0 = dot_sc_512(s0, q, x->qs + 64 * p, scv);
+        else
+            s1 = dot_sc_512(s1, q, x->qs + 64 * p, scv);
     }
-    return acc;
+    return (sb_sums){_mm256_sub_epi32(fold512(s0, s1), off), _mm_setzero_si128()};
 }
 
 TGT5 float pt_vdot_q3_k_avx512(const void *w, const void *xq, int64_t n)
 {
-    const pt_blk_q3_k *b = w;
-    const block_q8_K *x = xq;
-    const __m512i m3 = _mm512_set1_epi8(3), m4b = _mm512_set1_epi8(4);
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        uint32_t u[4];
-        q3k_unpack(b[i].scales, u);
-        const __m128i s8 = _mm_sub_epi8(_mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]),
-                                        _mm_set1_epi8(32));
-        const __m256i s16 = _mm256_cvtepi8_epi16(s8);
-        const __m256i off = _mm256_madd_epi16(s16, _mm256_loadu_si256((const __m256i *)x[i].bsums));
-        const __m512i sc = _mm512_castsi256_si512(s16);
-        const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b[i].hmask));
-        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-        for (int p = 0; p < 4; p++) {
-            // values 64p .. 64p + 63: half h = p / 2, low-bit shifts 4(p%2) and +2,
-            // high bits k = 2p and 2p + 1
-            const int h = p / 2, sh = 4 * (p % 2);
-            const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * p))),
-                                                   _mm256_set1_epi8((char)(1 << (2 * p + 1))), 1);
-            const __mmask64 k = _mm512_test_epi8_mask(hm, bit);
-            __m512i q = _mm512_and_si512(bcast_shift(b[i].qs + 32 * h, sh, sh + 2), m3);
-            q = _mm512_mask_add_epi8(q, k, q, m4b);
-            if (p % 2 == 0)
-                s0 = dot_sc_512(s0, q, x[i].qs + 64 * p, _mm512_permutexvar_epi16(sc_index(4 * p, 8), sc));
-            else
-                s1 = dot_sc_512(s1, q, x[i].qs + 64 * p, _mm512_permutexvar_epi16(sc_index(4 * p, 8), sc));
-        }
-        const __m512i s = _mm512_add_epi32(s0, s1);
-        const __m256i sum = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1)),
-                                             _mm256_slli_epi32(off, 2));
-        acc = step(acc, b[i].d, x[i].d, hsum_avx2(sum));
-    }
-    return acc;
+    K_ROW_LOOP(pt_blk_q3_k, sums_q3_k_512, 0, d)
 }
 
 // Q6_K: per half h, ql[64h .. 64h + 63] in one register: its low nibbles
 // are values 128h + 0..63 in order, its high nibbles values 128h + 64..127;
 // the qh bits (shifts 0 / 2 and 4 / 6) join them at bit 4.
+TGT5I sb_sums sums_q6_k_512(const pt_blk_q6_k *b, const block_q8_K *x)
+{
+    const __m512i m4 = _mm512_set1_epi8(0xF), m30 = _mm512_set1_epi8(0x30);
+    const __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
+    const __m256i s16 = _mm256_cvtepi8_epi16(s8);
+    const __m256i off = _mm256_madd_epi16(s16, _mm256_loadu_si256((const __m256i *)x->bsums));
+    const __m512i sc = _mm512_castsi256_si512(s16);
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) {
+        const __m512i l = _mm512_loadu_si512(b->ql + 64 * h);
+        const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
+        // high bits to bit 4: shifts left 4 / 2 (low register), 0 / right 2 (high)
+        const __m512i hl = _mm512_sllv_epi16(hb, _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1));
+        const __m512i hh = _mm512_srlv_epi16(hb, _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1));
+        // nibble | (high & 0x30) in one vpternlog (0xF8: a | (b & c))
+        const __m512i q0 = _mm512_ternarylogic_epi32(_mm512_and_si512(l, m4), hl, m30, 0xF8);
+        const __m512i q1 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), hh, m30, 0xF8);
+        s0 = dot_sc_512(s0, q0, x->qs + 128 * h, _mm512_permutexvar_epi16(sc_index(8 * h, 8), sc));
+        s1 = dot_sc_512(s1, q1, x->qs + 128 * h + 64, _mm512_permutexvar_epi16(sc_index(8 * h + 4, 8), sc));
+    }
+    return (sb_sums){_mm256_sub_epi32(fold512(s0, s1), _mm256_slli_epi32(off, 5)), _mm_setzero_si128()};
+}
+
 TGT5 float pt_vdot_q6_k_avx512(const void *w, const void *xq, int64_t n)
 {
-    const pt_blk_q6_k *b = w;
-    const block_q8_K *x = xq;
-    const __m512i m4 = _mm512_set1_epi8(0xF), m30 = _mm512_set1_epi8(0x30);
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const __m128i s8 = _mm_loadu_si128((const __m128i *)b[i].scales);
-        const __m256i s16 = _mm256_cvtepi8_epi16(s8);
-        const __m256i off = _mm256_madd_epi16(s16, _mm256_loadu_si256((const __m256i *)x[i].bsums));
-        const __m512i sc = _mm512_castsi256_si512(s16);
-        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-        for (int h = 0; h < 2; h++) {
-            const __m512i l = _mm512_loadu_si512(b[i].ql + 64 * h);
-            const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b[i].qh + 32 * h)));
-            // high bits to bit 4: shifts left 4 / 2 (low register), 0 / right 2 (high)
-            const __m512i hl = _mm512_sllv_epi16(hb, _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1));
-            const __m512i hh = _mm512_srlv_epi16(hb, _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1));
-            // (nibble & 0x0F) | (high & 0x30): vpternlog on the nibble mask
-            const __m512i q0 = _mm512_ternarylogic_epi32(_mm512_and_si512(l, m4), hl, m30, 0xF8);
-            const __m512i q1 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), hh, m30, 0xF8);
-            s0 = dot_sc_512(s0, q0, x[i].qs + 128 * h, _mm512_permutexvar_epi16(sc_index(8 * h, 8), sc));
-            s1 = dot_sc_512(s1, q1, x[i].qs + 128 * h + 64, _mm512_permutexvar_epi16(sc_index(8 * h + 4, 8), sc));
-        }
-        const __m512i s = _mm512_add_epi32(s0, s1);
-        const __m256i sum = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1)),
-                                             _mm256_slli_epi32(off, 5));
-        acc = step(acc, b[i].d, x[i].d, hsum_avx2(sum));
-    }
-    return acc;
+    K_ROW_LOOP(pt_blk_q6_k, sums_q6_k_512, 0, d)
 }
 
 #endif

@@ -38,7 +38,7 @@ static int8_t sat8(float v)
 // amax = max |x|; d = amax / 127 stored as fp16; id = 127 / amax (0 when
 // amax == 0; NOT 1 / d as the reference quantiser has it); q = RNE(x * id),
 // saturated to int8 as the packs instructions do.
-void pt_actq_q8_0(const float *x, void *dst, int64_t n)
+void pt_actq_q8_0_scalar(const float *x, void *dst, int64_t n)
 {
     assert(n % 32 == 0);
     block_q8_0 *y = dst;
@@ -56,7 +56,7 @@ void pt_actq_q8_0(const float *x, void *dst, int64_t n)
 
 // Q8_1 as ggml's x86 quantize_row_q8_1 (AVX2 branch): Q8_0's quants and
 // fp16 d, plus s = fp16(d * sum(q)) with the f32 (not fp16-rounded) d.
-void pt_actq_q8_1(const float *x, void *dst, int64_t n)
+void pt_actq_q8_1_scalar(const float *x, void *dst, int64_t n)
 {
     assert(n % 32 == 0);
     block_q8_1 *y = dst;
@@ -81,7 +81,7 @@ void pt_actq_q8_1(const float *x, void *dst, int64_t n)
 // iscale = -127 / max; q = min(127, RNE(iscale * x)); bsums = sums of 16;
 // d = 1 / iscale in f32. An all-zero block gets d = 0, q = 0 and (unlike
 // ggml, which leaves them as they were) bsums = 0.
-void pt_actq_q8_k(const float *x, void *dst, int64_t n)
+void pt_actq_q8_k_scalar(const float *x, void *dst, int64_t n)
 {
     assert(n % QK_K == 0);
     block_q8_K *y = dst;
@@ -109,6 +109,50 @@ void pt_actq_q8_k(const float *x, void *dst, int64_t n)
         }
         y[b].d = 1.0f / iscale;
     }
+}
+
+// The public quantisers: the AVX2 code (same bytes) on every SIMD path.
+static bool use_avx2(void)
+{
+#if defined(__x86_64__)
+    return pt_kern_current() != &pt_kern_scalar;
+#else
+    return false;
+#endif
+}
+
+void pt_actq_q8_0(const float *x, void *dst, int64_t n)
+{
+#if defined(__x86_64__)
+    if (use_avx2()) {
+        pt_actq_q8_0_avx2(x, dst, n);
+        return;
+    }
+#endif
+    pt_actq_q8_0_scalar(x, dst, n);
+}
+
+void pt_actq_q8_1(const float *x, void *dst, int64_t n)
+{
+#if defined(__x86_64__)
+    if (use_avx2()) {
+        pt_actq_q8_1_avx2(x, dst, n);
+        return;
+    }
+#endif
+    pt_actq_q8_1_scalar(x, dst, n);
+}
+
+void pt_actq_q8_k(const float *x, void *dst, int64_t n)
+{
+    assert(n % QK_K == 0);
+#if defined(__x86_64__)
+    if (use_avx2()) {
+        pt_actq_q8_k_avx2(x, dst, n);
+        return;
+    }
+#endif
+    pt_actq_q8_k_scalar(x, dst, n);
 }
 
 // ---- dequantisation (ggml's dequantize_row_*, same f32 operations) -----

@@ -10,15 +10,27 @@
 
 void pt_deq_q4_1(const void *src, float *y, int64_t n);
 float pt_vdot_q4_1_scalar(const void *w, const void *xq, int64_t n);
+#if defined(__x86_64__)
+float pt_vdot_q4_1_avx2(const void *w, const void *xq, int64_t n);
+#else
 #define pt_vdot_q4_1_avx2 NULL
+#endif
 #define pt_vdot_q4_1_avx512 NULL
 void pt_deq_q5_0(const void *src, float *y, int64_t n);
 float pt_vdot_q5_0_scalar(const void *w, const void *xq, int64_t n);
+#if defined(__x86_64__)
+float pt_vdot_q5_0_avx2(const void *w, const void *xq, int64_t n);
+#else
 #define pt_vdot_q5_0_avx2 NULL
+#endif
 #define pt_vdot_q5_0_avx512 NULL
 void pt_deq_q5_1(const void *src, float *y, int64_t n);
 float pt_vdot_q5_1_scalar(const void *w, const void *xq, int64_t n);
+#if defined(__x86_64__)
+float pt_vdot_q5_1_avx2(const void *w, const void *xq, int64_t n);
+#else
 #define pt_vdot_q5_1_avx2 NULL
+#endif
 #define pt_vdot_q5_1_avx512 NULL
 
 // Activation quantisers (pt_actq_fn) into ggml's block_q8_0 / block_q8_1 /
@@ -27,6 +39,16 @@ float pt_vdot_q5_1_scalar(const void *w, const void *xq, int64_t n);
 void pt_actq_q8_0(const float *x, void *dst, int64_t n);
 void pt_actq_q8_1(const float *x, void *dst, int64_t n);
 void pt_actq_q8_k(const float *x, void *dst, int64_t n);
+// The paths behind them (same bytes; the public ones take AVX2 whenever the
+// kernel path in force is not the scalar one). For tests.
+void pt_actq_q8_0_scalar(const float *x, void *dst, int64_t n);
+void pt_actq_q8_1_scalar(const float *x, void *dst, int64_t n);
+void pt_actq_q8_k_scalar(const float *x, void *dst, int64_t n);
+#if defined(__x86_64__)
+void pt_actq_q8_0_avx2(const float *x, void *dst, int64_t n);
+void pt_actq_q8_1_avx2(const float *x, void *dst, int64_t n);
+void pt_actq_q8_k_avx2(const float *x, void *dst, int64_t n);
+#endif
 
 
 // Round to nearest, ties to even, independent of the FPU rounding mode

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "kernels/qtypes.h"
+#include "kernels/qt_legacy.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static uint32_t rnd32(void)
@@ -246,32 +247,55 @@ static void crafted_block32(float *x, int kind)
     }
 }
 
+// The implementations behind pt_actq_of: scalar and (where the CPU has it)
+// AVX2; each is checked against the references on its own.
+typedef struct {
+    const char *name;
+    pt_actq_fn q80, q81, q8k;
+} actq_impl;
+
+static int actq_impls(actq_impl out[2])
+{
+    int k = 0;
+    out[k++] = (actq_impl){"scalar", pt_actq_q8_0_scalar, pt_actq_q8_1_scalar, pt_actq_q8_k_scalar};
+#if defined(__x86_64__)
+    if (path_ok(PT_QPATH_AVX2))
+        out[k++] = (actq_impl){"avx2", pt_actq_q8_0_avx2, pt_actq_q8_1_avx2, pt_actq_q8_k_avx2};
+#endif
+    return k;
+}
+
 Test(actq, q8_0_and_q8_1_match_ggml_x86)
 {
     cr_assert_eq(fegetround(), FE_TONEAREST);
-    float x[32 * 12];
-    for (int b = 0; b < 12; b++)
+    enum { NB = 64 };
+    float x[32 * NB];
+    for (int b = 0; b < NB; b++)
         crafted_block32(x + 32 * b, b < 4 ? b : 4);
-    block_q8_0 y0[12];
-    block_q8_1 y1[12];
-    pt_actq_of(PT_Q8_0)(x, y0, 32 * 12);
-    pt_actq_of(PT_Q8_1)(x, y1, 32 * 12);
-    for (int b = 0; b < 12; b++) {
-        int8_t qs[32];
-        float d, sd;
-        ref_q8_01(x + 32 * b, qs, &d, &sd);
-        cr_assert_eq(y0[b].d, pt_f32_to_fp16(d), "block %d", b);
-        cr_assert_eq(y1[b].d, pt_f32_to_fp16(d), "block %d", b);
-        cr_assert_eq(y1[b].s, pt_f32_to_fp16(sd), "block %d", b);
-        cr_assert(memcmp(y0[b].qs, qs, 32) == 0, "q8_0 block %d", b);
-        cr_assert(memcmp(y1[b].qs, qs, 32) == 0, "q8_1 block %d", b);
+    actq_impl im[2];
+    const int ni = actq_impls(im);
+    for (int v = 0; v < ni; v++) {
+        block_q8_0 y0[NB];
+        block_q8_1 y1[NB];
+        im[v].q80(x, y0, 32 * NB);
+        im[v].q81(x, y1, 32 * NB);
+        for (int b = 0; b < NB; b++) {
+            int8_t qs[32];
+            float d, sd;
+            ref_q8_01(x + 32 * b, qs, &d, &sd);
+            cr_assert_eq(y0[b].d, pt_f32_to_fp16(d), "%s block %d", im[v].name, b);
+            cr_assert_eq(y1[b].d, pt_f32_to_fp16(d), "%s block %d", im[v].name, b);
+            cr_assert_eq(y1[b].s, pt_f32_to_fp16(sd), "%s block %d", im[v].name, b);
+            cr_assert(memcmp(y0[b].qs, qs, 32) == 0, "%s q8_0 block %d", im[v].name, b);
+            cr_assert(memcmp(y1[b].qs, qs, 32) == 0, "%s q8_1 block %d", im[v].name, b);
+        }
+        // the tie block by hand: x = j - 15.5 with id = 1 -> even neighbours
+        cr_assert_eq(y0[0].qs[0], -16); // -15.5 -> -16
+        cr_assert_eq(y0[0].qs[1], -14); // -14.5 -> -14
+        cr_assert_eq(y0[0].qs[16], 0);  // 0.5 -> 0
+        cr_assert_eq(y0[0].qs[17], 2);  // 1.5 -> 2
+        cr_assert_eq(y0[1].d, 0);
     }
-    // the tie block by hand: x = j - 15.5 with id = 1 -> even neighbours
-    cr_assert_eq(y0[0].qs[0], -16); // -15.5 -> -16
-    cr_assert_eq(y0[0].qs[1], -14); // -14.5 -> -14
-    cr_assert_eq(y0[0].qs[16], 0);  // 0.5 -> 0
-    cr_assert_eq(y0[0].qs[17], 2);  // 1.5 -> 2
-    cr_assert_eq(y0[1].d, 0);
 }
 
 // ggml's quantize_row_q8_K_ref written out plainly (bsums of a zero block
@@ -303,10 +327,10 @@ static void ref_q8_k(const float *x, block_q8_K *y)
 
 Test(actq, q8_k_matches_ggml_ref)
 {
-    enum { NB = 6 };
+    enum { NB = 24 };
     float x[QK_K * NB];
     for (int i = 0; i < QK_K * NB; i++)
-        x[i] = rndn();
+        x[i] = rndn() * (float)(1 + i / QK_K);
     // block 0: max -127 (iscale = +1): values are rounded as they are; ties
     for (int j = 0; j < QK_K; j++)
         x[j] = (float)(j % 64) - 31.5f;
@@ -321,21 +345,53 @@ Test(actq, q8_k_matches_ggml_ref)
     x[2 * QK_K + 20] = 5.0f;
     // block 3: positive max
     x[3 * QK_K + 100] = 40.0f;
-    block_q8_K y[NB], r;
-    memset(y, 0x5A, sizeof y);
-    pt_actq_of(PT_Q8_K)(x, y, QK_K * NB);
-    for (int b = 0; b < NB; b++) {
-        ref_q8_k(x + QK_K * b, &r);
-        cr_assert_eq(fbits(y[b].d), fbits(r.d), "block %d d %g vs %g", b, y[b].d, r.d);
-        cr_assert(memcmp(y[b].qs, r.qs, QK_K) == 0, "block %d qs", b);
-        cr_assert(memcmp(y[b].bsums, r.bsums, sizeof r.bsums) == 0, "block %d bsums", b);
+    // block 4: one non-zero (negative) value among zeros
+    for (int j = 0; j < QK_K; j++)
+        x[4 * QK_K + j] = j == 200 ? -1e-20f : 0.0f;
+    actq_impl im[2];
+    const int ni = actq_impls(im);
+    for (int v = 0; v < ni; v++) {
+        block_q8_K y[NB], r;
+        memset(y, 0x5A, sizeof y);
+        im[v].q8k(x, y, QK_K * NB);
+        for (int b = 0; b < NB; b++) {
+            ref_q8_k(x + QK_K * b, &r);
+            cr_assert_eq(fbits(y[b].d), fbits(r.d), "%s block %d d %g vs %g", im[v].name, b, y[b].d, r.d);
+            cr_assert(memcmp(y[b].qs, r.qs, QK_K) == 0, "%s block %d qs", im[v].name, b);
+            cr_assert(memcmp(y[b].bsums, r.bsums, sizeof r.bsums) == 0, "%s block %d bsums", im[v].name, b);
+        }
+        cr_assert_eq(y[0].d, 1.0f);      // iscale = -127 / -127 = 1, d = 1 / iscale
+        cr_assert_eq(y[0].qs[0], -32);   // -31.5 * 1 -> -32 (even)
+        cr_assert_eq(y[0].qs[1], -30);   // -30.5 -> -30
+        cr_assert_eq(y[0].qs[5], -127);
+        cr_assert_eq(y[1].d, 0.0f);
+        cr_assert_eq(y[2].qs[10], -127); // the first of the tied maxima
+        cr_assert_eq(y[2].qs[20], 127);
+        cr_assert_eq(y[3].qs[100], -127);
+        cr_assert_eq(y[4].qs[200], -127);
     }
-    cr_assert_eq(y[0].d, 1.0f);      // iscale = -127 / -127 = 1, d = 1 / iscale
-    cr_assert_eq(y[0].qs[0], -32);   // -31.5 * 1 -> -32 (even)
-    cr_assert_eq(y[0].qs[1], -30);   // -30.5 -> -30
-    cr_assert_eq(y[0].qs[5], -127);
-    cr_assert_eq(y[1].d, 0.0f);
-    cr_assert_eq(y[2].qs[10], -127); // the first of the tied maxima
-    cr_assert_eq(y[2].qs[20], 127);
-    cr_assert_eq(y[3].qs[100], -127);
+}
+
+// The public quantisers give the same bytes as the scalar ones on long
+// random rows (whichever implementation pt_actq_of picks).
+Test(actq, public_equals_scalar_on_random_rows)
+{
+    const int64_t n = 7168;
+    float *x = malloc((size_t)n * 4);
+    for (int rep = 0; rep < 20; rep++) {
+        for (int64_t i = 0; i < n; i++)
+            x[i] = rep % 4 == 3 ? (float)(int)(rndf(-20, 20)) * 0.5f : rndn() * (float)(rep + 1);
+        const pt_dtype acts[3] = {PT_Q8_0, PT_Q8_1, PT_Q8_K};
+        const pt_actq_fn sc[3] = {pt_actq_q8_0_scalar, pt_actq_q8_1_scalar, pt_actq_q8_k_scalar};
+        for (int a = 0; a < 3; a++) {
+            const size_t nbytes = pt_act_row_bytes(acts[a], n);
+            uint8_t *p = malloc(nbytes), *q = malloc(nbytes);
+            pt_actq_of(acts[a])(x, p, n);
+            sc[a](x, q, n);
+            cr_assert(memcmp(p, q, nbytes) == 0, "act %d rep %d", a, rep);
+            free(p);
+            free(q);
+        }
+    }
+    free(x);
 }
