@@ -280,3 +280,55 @@ Test(inspect, type_mix_of_llama_quantize_q2_k_recipe)
     free(log);
     free(path);
 }
+
+// llama-quantize's mixed recipes written as --type-rules give llama.cpp's
+// file: every tensor has the type and the bytes of the manifest's, and
+// general.file_type is the recipe's ftype.
+static void check_recipe(const char *label, const char *opts)
+{
+    char *dir = tu_tmpdir("recipe"), *fx = tu_fixture("tiny-dsv3"), *log = NULL;
+    char out[1024];
+    snprintf(out, sizeof out, "%s/r.gguf", dir);
+    int rc = tu_sh(&log, "%s convert '%s' -o '%s' --threads 2 %s 2>&1", PETREL_BIN, fx, out, opts);
+    cr_assert_eq(rc, 0, "convert failed: %s", log);
+    json_object *f = file_of(label), *ts = jget(f, "tensors");
+    pt_err err = {{0}};
+    gguf_file *g = gguf_open(out, &err);
+    cr_assert(g, "%s", err.msg);
+    cr_assert_eq(g->n_tensors, json_object_array_length(ts));
+    uint32_t ft;
+    cr_assert_eq(gguf_get_u32(g, "general.file_type", &ft, &err), 0);
+    cr_assert_eq((int64_t)ft, json_object_get_int64(jget(f, "general_file_type")));
+    for (size_t i = 0; i < json_object_array_length(ts); i++) {
+        json_object *ref = json_object_array_get_idx(ts, i);
+        const char *name = json_object_get_string(jget(ref, "name"));
+        const char *want = json_object_get_string(jget(ref, "type"));
+        const gguf_tensor *t = gguf_find_tensor(g, name);
+        cr_assert(t, "%s: no tensor %s", label, name);
+        cr_assert_eq((int)t->type, pt_dtype_from_name(want), "%s: %s is %s, llama-quantize's is %s", label, name,
+                     pt_dtype_name(t->type), want);
+        uint8_t *data = malloc(t->size);
+        cr_assert_eq(gguf_read(g, t->offset, data, t->size, &err), 0, "%s", err.msg);
+        char h[65];
+        tu_sha256_of(data, t->size, h);
+        cr_expect_str_eq(h, json_object_get_string(jget(ref, "data_sha256")), "%s: %s (%s) bytes differ", label,
+                         name, want);
+        free(data);
+    }
+    gguf_close(g);
+    free(log);
+    free(fx);
+    tu_rmrf(dir);
+    free(dir);
+}
+
+Test(convert_types, q4_k_m_recipe_as_rules, .timeout = 300)
+{
+    check_recipe("Q4_K_M", "--type q4_k --type-rule '^output\\.weight$=q6_k' "
+                           "--type-rule 'blk\\.[24]\\.ffn_down_(exps|shexp)\\.=q6_k'");
+}
+
+Test(convert_types, q2_k_recipe_as_rules, .timeout = 300)
+{
+    check_recipe("Q2_K-mix", "--type q2_k --type-rule '^output\\.weight$=q6_k' --type-rule '^blk\\.0\\.ffn_down\\.=q3_k'");
+}
