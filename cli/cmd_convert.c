@@ -33,9 +33,10 @@ static void usage(FILE *f)
             "  --type T               type of every matrix (see below)\n"
             "  --expert-type T        routed experts (default q4_0)\n"
             "  --trunk-type T         other matrices (default q8_0); norms, router and bias stay f32\n"
-            "  --type-rule REGEX=T    matrices whose GGUF name matches REGEX (POSIX extended, anywhere in\n"
-            "                         the name, e.g. 'blk\\.[0-9]+\\.ffn_down_exps=q6_k') are stored as T;\n"
-            "                         repeatable, the first matching rule wins\n"
+            "  --type-rule REGEX=T    matrices whose GGUF name matches REGEX (PCRE2, anywhere in the name,\n"
+            "                         as llama-quantize's --tensor-type, e.g. 'blk\\.\\d+\\.ffn_down_exps=q6_k')\n"
+            "                         are stored as T; repeatable, the first matching rule wins\n"
+            "  --tensor-type REGEX=T  the same (llama-quantize's name)\n"
             "  --threads N            worker threads for (de)quantisation\n"
             "  --delete-source        delete each shard once everything taken from it is durable\n"
             "  --fetch-cmd 'CMD {file}'  run (in HF_DIR) before a missing shard is needed\n"
@@ -123,7 +124,7 @@ int cmd_convert(int argc, char **argv)
             if (parse_type(a, v, &o.trunk_type) < 0)
                 return 2;
             trunk_set = true;
-        } else if (!strcmp(a, "--type-rule")) {
+        } else if (!strcmp(a, "--type-rule") || !strcmp(a, "--tensor-type")) {
             NEED_VALUE();
             if (parse_rule(argv[i], rules, &o.n_rules) < 0)
                 return 2;

@@ -2,12 +2,22 @@
 #include "convert/plan.h"
 
 #include <assert.h>
-#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/util.h"
 #include "convert/tokwrite.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+// The compiled --type-rules (one match-data block serves them all: plans
+// are built by one thread).
+typedef struct rules_re {
+    pcre2_code *re[PT_MAX_TYPE_RULES];
+    uint32_t n;
+    pcre2_match_data *md;
+} rules_re;
 
 // GGUF name suffix -> HF name suffix (inside "model.layers.N.").
 static const struct {
@@ -79,13 +89,13 @@ static int hf_source(const pt_tensor_spec *s, char *buf, size_t len, pt_xform *x
 // The type the options ask for: norms, router and bias F32; a matrix takes
 // the first --type-rule its name matches (*rule = its index), else the
 // expert or trunk type.
-static pt_dtype requested_type(const pt_tensor_spec *s, const pt_plan_opts *o, const regex_t *re, int32_t *rule)
+static pt_dtype requested_type(const pt_tensor_spec *s, const pt_plan_opts *o, const rules_re *rr, int32_t *rule)
 {
     *rule = -1;
     if (s->role != PT_ROLE_EXPERTS && s->role != PT_ROLE_TRUNK)
         return PT_F32;
-    for (uint32_t k = 0; k < o->n_rules; k++)
-        if (regexec(&re[k], s->name, 0, NULL, 0) == 0) {
+    for (uint32_t k = 0; k < rr->n; k++)
+        if (pcre2_match(rr->re[k], (PCRE2_SPTR)s->name, PCRE2_ZERO_TERMINATED, 0, 0, rr->md, NULL) >= 0) {
             *rule = (int32_t)k;
             return o->rules[k].type;
         }
@@ -173,15 +183,15 @@ static int locate(pt_hf_index *ix, const char *name, int32_t *shard, int32_t *sc
 }
 
 // Adds the tensor to the header and the plan; fills its units.
-static int add_tensor(pt_plan *p, pt_hf_index *ix, const pt_tensor_spec *s, const pt_plan_opts *o, const regex_t *re,
-                      pt_err *err)
+static int add_tensor(pt_plan *p, pt_hf_index *ix, const pt_tensor_spec *s, const pt_plan_opts *o,
+                      const rules_re *rr, pt_err *err)
 {
     pt_out_tensor *t = &p->tensors[p->n_tensors];
     memset(t, 0, sizeof *t);
     t->spec = *s;
     if (hf_source(s, t->hf_name, sizeof t->hf_name, &t->xform) < 0)
         return pt_errf(err, "internal: no HF source for tensor '%s'", s->name);
-    t->requested = requested_type(s, o, re, &t->rule);
+    t->requested = requested_type(s, o, rr, &t->rule);
     if (t->rule >= 0)
         p->rule_hits[t->rule]++;
     t->type = pt_plan_fallback_type(t->requested, s->ne[0]);
@@ -272,30 +282,44 @@ static int add_metadata(pt_plan *p, const pt_plan_opts *o, pt_err *err)
     return 0;
 }
 
-// Compiles the --type-rule patterns into re[] (*n compiled); on an invalid
+static void free_rules(rules_re *rr)
+{
+    for (uint32_t k = 0; k < rr->n; k++)
+        pcre2_code_free(rr->re[k]);
+    pcre2_match_data_free(rr->md);
+    memset(rr, 0, sizeof *rr);
+}
+
+// Compiles the --type-rule patterns (PCRE2, the syntax of llama-quantize's
+// std::regex patterns for these names: \d, [0-9]+, (a|b) ...). On an invalid
 // pattern or a type Petrel cannot write, frees what it compiled and fails
 // naming the rule.
-static int compile_rules(const pt_plan_opts *o, regex_t *re, uint32_t *n, pt_err *err)
+static int compile_rules(const pt_plan_opts *o, rules_re *rr, pt_err *err)
 {
-    *n = 0;
+    memset(rr, 0, sizeof *rr);
     if (o->n_rules > PT_MAX_TYPE_RULES)
         return pt_errf(err, "--type-rule: at most %d rules", PT_MAX_TYPE_RULES);
     for (uint32_t k = 0; k < o->n_rules; k++) {
         const pt_type_rule *r = &o->rules[k];
-        int e = pt_dtype_can_quantize(r->type) ? regcomp(&re[k], r->pattern, REG_EXTENDED | REG_NOSUB) : -1;
-        if (e != 0) {
-            char msg[256] = "";
-            if (e > 0)
-                regerror(e, &re[k], msg, sizeof msg);
-            for (uint32_t j = 0; j < k; j++)
-                regfree(&re[j]);
-            *n = 0;
-            if (e < 0)
-                return pt_errf(err, "--type-rule '%s': Petrel cannot write type %s", r->pattern,
-                               pt_dtype_name(r->type));
-            return pt_errf(err, "--type-rule '%s': not a POSIX extended regular expression: %s", r->pattern, msg);
+        if (!pt_dtype_can_quantize(r->type)) {
+            free_rules(rr);
+            return pt_errf(err, "--type-rule '%s': Petrel cannot write type %s", r->pattern, pt_dtype_name(r->type));
         }
-        *n = k + 1;
+        int ecode;
+        PCRE2_SIZE eoff;
+        rr->re[k] = pcre2_compile((PCRE2_SPTR)r->pattern, PCRE2_ZERO_TERMINATED, 0, &ecode, &eoff, NULL);
+        if (!rr->re[k]) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(ecode, msg, sizeof msg);
+            free_rules(rr);
+            return pt_errf(err, "--type-rule '%s': not a regular expression: %s at offset %zu", r->pattern,
+                           (const char *)msg, (size_t)eoff);
+        }
+        rr->n = k + 1;
+    }
+    if (rr->n && !(rr->md = pcre2_match_data_create(1, NULL))) {
+        free_rules(rr);
+        return pt_errf(err, "out of memory");
     }
     return 0;
 }
@@ -315,9 +339,8 @@ int pt_plan_build(pt_plan *p, const pt_hf_config *cfg, pt_hf_index *ix, const pt
         free(specs);
         return pt_errf(err, "out of memory");
     }
-    regex_t re[PT_MAX_TYPE_RULES];
-    uint32_t n_re = 0;
-    int rc = compile_rules(o, re, &n_re, err);
+    rules_re rr;
+    int rc = compile_rules(o, &rr, err);
     if (rc < 0) {
         free(specs);
         gguf_writer_free(p->w);
@@ -358,10 +381,9 @@ int pt_plan_build(pt_plan *p, const pt_hf_config *cfg, pt_hf_index *ix, const pt
                 continue;
             }
         }
-        rc = add_tensor(p, ix, s, o, re, err);
+        rc = add_tensor(p, ix, s, o, &rr, err);
     }
-    for (uint32_t k = 0; k < n_re; k++)
-        regfree(&re[k]);
+    free_rules(&rr);
     free(specs);
     if (rc < 0) {
         pt_plan_free(p);

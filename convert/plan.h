@@ -47,11 +47,11 @@ typedef struct pt_unit {    // one unit of work: a whole tensor or one expert's 
     uint64_t out_bytes;
 } pt_unit;
 
-// `--type-rule REGEX=TYPE`: a matrix whose GGUF name the POSIX extended
-// regex matches (anywhere, like llama-quantize's --tensor-type) is stored as
-// TYPE; the first matching rule wins. Norms, router and bias stay F32.
+// `--type-rule REGEX=TYPE`: a matrix whose GGUF name the regex (PCRE2)
+// matches anywhere, like llama-quantize's --tensor-type, is stored as TYPE;
+// the first matching rule wins. Norms, router and bias stay F32.
 typedef struct pt_type_rule {
-    const char *pattern;    // POSIX ERE
+    const char *pattern;    // PCRE2 pattern
     pt_dtype type;
 } pt_type_rule;
 #define PT_MAX_TYPE_RULES 32

@@ -188,7 +188,7 @@ Test(convert_types, plan_shows_types_and_rejects_bad_options)
     cr_assert(strstr(log, "Petrel cannot write type 'iq2_xxs'"), "%s", log);
     free(log);
     cr_assert_neq(tu_sh(&log, "%s convert --plan '%s' --type-rule '(=q4_k' 2>&1", PETREL_BIN, fx), 0);
-    cr_assert(strstr(log, "--type-rule '(': not a POSIX extended regular expression"), "%s", log);
+    cr_assert(strstr(log, "--type-rule '(': not a regular expression"), "%s", log);
     free(log);
     cr_assert_neq(tu_sh(&log, "%s convert --plan '%s' --type-rule 'attn' 2>&1", PETREL_BIN, fx), 0);
     cr_assert(strstr(log, "expected REGEX=TYPE"), "%s", log);
@@ -330,5 +330,6 @@ Test(convert_types, q4_k_m_recipe_as_rules, .timeout = 300)
 
 Test(convert_types, q2_k_recipe_as_rules, .timeout = 300)
 {
-    check_recipe("Q2_K-mix", "--type q2_k --type-rule '^output\\.weight$=q6_k' --type-rule '^blk\\.0\\.ffn_down\\.=q3_k'");
+    // \d as llama-quantize's std::regex writes it; only block 0 has a dense ffn_down
+    check_recipe("Q2_K-mix", "--type q2_k --tensor-type '^output\\.weight$=q6_k' --type-rule '^blk\\.\\d+\\.ffn_down\\.=q3_k'");
 }
