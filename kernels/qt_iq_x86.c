@@ -500,23 +500,43 @@ __m256i iq4_dot_vnni(const uint8_t *qs, const int8_t *q8)
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(wl, wl), _mm256_sign_epi8(q, wl));
 }
 
+// IQ4_NL blocks b .. b + 3 with 512-bit registers (the levels biased to
+// unsigned as in pt_vdot_iq4_xs_avx512 below): int32 lanes 4k .. 4k + 3 hold
+// partial sums of block b + k.
+static inline __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline))
+__m512i iq4nl_quad_vnni(const pt_blk_iq4_nl *x, const block_q8_0 *y, __m512i tab)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f), bias = _mm512_set1_epi8(-128);
+    __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)x[0].qs));
+    q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)x[1].qs), 1);
+    q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)x[2].qs), 2);
+    q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)x[3].qs), 3);
+    const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[0].qs)),
+                                         _mm256_loadu_si256((const __m256i *)y[1].qs), 1);
+    const __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[2].qs)),
+                                         _mm256_loadu_si256((const __m256i *)y[3].qs), 1);
+    const __m512i qL = _mm512_shuffle_i64x2(a, b, 0x88), qH = _mm512_shuffle_i64x2(a, b, 0xdd);
+    const __m512i L = _mm512_shuffle_epi8(tab, _mm512_and_si512(q, m4));
+    const __m512i H = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+    const __m512i t = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), L, qL), H, qH);
+    const __m512i c = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, qL), bias, qH);
+    return _mm512_sub_epi32(t, c);
+}
+
 TGT512 float pt_vdot_iq4_nl_avx512(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK == 0);
     const pt_blk_iq4_nl *x = w;
     const block_q8_0 *y = xq;
     const int64_t nb = n / QK, nb8 = nb / 8 * 8;
-    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl));
+    const __m512i tab = _mm512_broadcast_i32x4(
+        _mm_add_epi8(_mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl), _mm_set1_epi8(-128)));
     __m256 vacc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb8; b += 8) {
-        __m256i r[4];
-        for (int k = 0; k < 4; k++) {
-            const iq4_pair p = iq4nl_pair(x + b + 2 * k, y + b + 2 * k, tab);
-            r[k] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(p.L, p.L),
-                                                           _mm256_sign_epi8(p.qL, p.L)),
-                                       _mm256_sign_epi8(p.H, p.H), _mm256_sign_epi8(p.qH, p.H));
-        }
-        vacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold_pairs(r[0], r[1], r[2], r[3])), iq4nl_scales8(x + b, y + b), vacc);
+        const __m512i g0 = iq4nl_quad_vnni(x + b, y + b, tab), g1 = iq4nl_quad_vnni(x + b + 4, y + b + 4, tab);
+        const __m256i s = fold_pairs(_mm512_castsi512_si256(g0), _mm512_extracti64x4_epi64(g0, 1),
+                                     _mm512_castsi512_si256(g1), _mm512_extracti64x4_epi64(g1, 1));
+        vacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), iq4nl_scales8(x + b, y + b), vacc);
     }
     float acc[8];
     _mm256_storeu_ps(acc, vacc);
@@ -527,35 +547,40 @@ TGT512 float pt_vdot_iq4_nl_avx512(const void *w, const void *xq, int64_t n)
     return pt_reduce8(acc);
 }
 
-// Two IQ4_XS 32-blocks with dpbusd: lanes 0..3 partial sums of block 2j,
-// 4..7 of block 2j + 1 (unscaled).
-static inline __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline))
-__m256i iq4xs_pair_vnni(const uint8_t *qs, const int8_t *q8, __m256i tab)
-{
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    const __m256i q = _mm256_loadu_si256((const __m256i *)qs);
-    const __m256i L = _mm256_shuffle_epi8(tab, _mm256_and_si256(q, m4));
-    const __m256i H = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
-    const __m256i a = _mm256_loadu_si256((const __m256i *)q8), b = _mm256_loadu_si256((const __m256i *)(q8 + 32));
-    const __m256i qL = _mm256_permute2x128_si256(a, b, 0x20), qH = _mm256_permute2x128_si256(a, b, 0x31);
-    const __m256i r = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(L, L), _mm256_sign_epi8(qL, L));
-    return _mm256_dpbusd_epi32(r, _mm256_sign_epi8(H, H), _mm256_sign_epi8(qH, H));
-}
-
-// Block sums folded to one lane per block, times the 8 scales, summed.
+// IQ4_XS with 512-bit registers, four 32-blocks per step. AVX-512 has no
+// byte sign instruction, so the levels are biased to unsigned (w + 128, in
+// 1..241) for dpbusd and the bias is taken off with a second dpbusd of 128
+// with the same quants: t - c = sum w * q exactly, per 32-bit lane.
 TGT512 float pt_vdot_iq4_xs_avx512(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK_K == 0);
     const pt_blk_iq4_xs *x = w;
     const block_q8_K *y = xq;
-    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl));
+    const __m512i tab = _mm512_broadcast_i32x4(
+        _mm_add_epi8(_mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl), _mm_set1_epi8(-128)));
+    const __m512i m4 = _mm512_set1_epi8(0x0f), bias = _mm512_set1_epi8(-128);
+    // lane j of block group h -> scale of block 4h + j / 4
+    const __m512i spread0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i spread1 = _mm512_add_epi32(spread0, _mm512_set1_epi32(4));
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        const __m256i s = fold_pairs(iq4xs_pair_vnni(x[i].qs, y[i].qs, tab), iq4xs_pair_vnni(x[i].qs + 32, y[i].qs + 64, tab),
-                                     iq4xs_pair_vnni(x[i].qs + 64, y[i].qs + 128, tab),
-                                     iq4xs_pair_vnni(x[i].qs + 96, y[i].qs + 192, tab));
+        const __m512i ls = _mm512_castsi256_si512(iq4xs_scales32(&x[i]));
+        __m512i sum = _mm512_setzero_si512();
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m512i q = _mm512_loadu_si512((const void *)(x[i].qs + 64 * h));
+            const __m512i L = _mm512_shuffle_epi8(tab, _mm512_and_si512(q, m4));
+            const __m512i H = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+            const __m512i a = _mm512_loadu_si512((const void *)(y[i].qs + 128 * h));
+            const __m512i b = _mm512_loadu_si512((const void *)(y[i].qs + 128 * h + 64));
+            const __m512i qL = _mm512_shuffle_i64x2(a, b, 0x88), qH = _mm512_shuffle_i64x2(a, b, 0xdd);
+            const __m512i t = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), L, qL), H, qH);
+            const __m512i c = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, qL), bias, qH);
+            const __m512i sc = _mm512_permutexvar_epi32(h ? spread1 : spread0, ls);
+            sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(_mm512_sub_epi32(t, c), sc));
+        }
         const float ds = h2f(x[i].d) * y[i].d;
-        acc = fmaf(ds, (float)hsum_i32(_mm256_mullo_epi32(s, iq4xs_scales32(&x[i]))), acc);
+        acc = fmaf(ds, (float)_mm512_reduce_add_epi32(sum), acc);
     }
     return acc;
 }
