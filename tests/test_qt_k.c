@@ -7,8 +7,12 @@
 // bit for bit (the family contracts of qtypes.h); (3) the activation
 // quantisers against a straightforward reimplementation of ggml's
 // formulas written here (lrintf in the default rounding mode, i.e. ties to
-// even, as _mm256_round_ps and nearest_int round) on crafted inputs.
+// even, as _mm256_round_ps and nearest_int round) on crafted inputs;
+// (4) llama.cpp's own tensors (fixtures qrows/) against llama.cpp's own
+// dequantisation of them (samples/), dotted in double with the activation.
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <json-c/json.h>
 #include <fenv.h>
 #include <math.h>
 #include <stdint.h>
@@ -18,6 +22,7 @@
 
 #include "kernels/qtypes.h"
 #include "kernels/qt_legacy.h"
+#include "testutil.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static uint32_t rnd32(void)
@@ -198,6 +203,116 @@ Test(qt_vdot, paths_reported)
         cr_log_info("%-5s scalar%s%s", q->name, q->vdot[1] ? " avx2" : "", q->vdot[2] ? " avx512" : "");
         cr_assert(pt_dtype_valid(types[k].t), "%s not supported", q->name);
     }
+}
+
+// ---- real rows: llama.cpp's tensors and llama.cpp's dequantisation ------
+
+// Every row of every Q4_1 .. Q6_K tensor sampled in the fixtures (stored
+// bytes in qrows/, ggml's dequantisation in samples/): each path's vdot
+// against the float dot of ggml's dequantised row with the dequantised
+// activation (random activations, two per row).
+static void check_fixture_file(const char *dir, const char *label, int64_t counts[64])
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/samples/%s.rows.json", dir, label);
+    json_object *rows = json_object_from_file(p);
+    cr_assert(rows, "cannot parse %s", p);
+    snprintf(p, sizeof p, "%s/samples/%s.rows.f32", dir, label);
+    size_t flen = 0;
+    uint8_t *ref = tu_read(p, &flen);
+    snprintf(p, sizeof p, "%s/qrows/%s.qrows.json", dir, label);
+    json_object *qidx = json_object_from_file(p);
+    snprintf(p, sizeof p, "%s/qrows/%s.qrows.bin", dir, label);
+    size_t qlen = 0;
+    uint8_t *qbin = tu_read(p, &qlen);
+    cr_assert(ref && qidx && qbin, "fixtures of %s", label);
+    json_object *tens, *v;
+    cr_assert(json_object_object_get_ex(rows, "tensors", &tens));
+    for (size_t k = 0; k < json_object_array_length(tens); k++) {
+        json_object *te = json_object_array_get_idx(tens, k);
+        cr_assert(json_object_object_get_ex(te, "type", &v));
+        const int type = pt_dtype_from_name(json_object_get_string(v));
+        const tinfo *ti = NULL;
+        for (size_t t = 0; t < NTYPES_T; t++)
+            if ((int)types[t].t == type)
+                ti = &types[t];
+        if (!ti)
+            continue;
+        const pt_qtraits *q = pt_qtraits_of((uint32_t)type);
+        cr_assert(json_object_object_get_ex(te, "name", &v));
+        const char *name = json_object_get_string(v);
+        cr_assert(json_object_object_get_ex(te, "n_per_row", &v));
+        const int64_t n = json_object_get_int64(v);
+        cr_assert(json_object_object_get_ex(te, "offset_bytes", &v));
+        const int64_t off = json_object_get_int64(v);
+        json_object *rl, *qe;
+        cr_assert(json_object_object_get_ex(te, "rows", &rl));
+        cr_assert(json_object_object_get_ex(qidx, name, &qe));
+        const int64_t qoff = json_object_get_int64(json_object_array_get_idx(qe, 0));
+        const int64_t rb = json_object_get_int64(json_object_array_get_idx(qe, 1));
+        float *x = malloc((size_t)n * 4);
+        void *xq = malloc(pt_act_row_bytes(q->act, n));
+        for (size_t r = 0; r < json_object_array_length(rl); r++) {
+            const uint8_t *w = qbin + qoff + (int64_t)r * rb;
+            const float *wd = (const float *)(ref + off) + (int64_t)r * n;
+            for (int rep = 0; rep < 2; rep++) {
+                rand_x(x, n, rep);
+                pt_actq_of(q->act)(x, xq, n);
+                double dot = 0, mag = 0, srnd = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    const double xv = act_value(q->act, xq, i);
+                    const uint8_t *blk = w + (i / q->blck) * q->bytes;
+                    const double mb = ti->mofs >= 0 ? fabs(pt_fp16_to_f32(get16(blk + ti->mofs))) * ti->mmul : 0;
+                    dot += (double)wd[i] * xv;
+                    mag += fabs(xv) * (fabs(wd[i]) + 2 * mb);
+                }
+                if (q->act == PT_Q8_1)
+                    for (int64_t b = 0; b < n / 32; b++)
+                        srnd += fabs(pt_fp16_to_f32(get16(w + b * q->bytes + ti->mofs))) *
+                                fabs(pt_fp16_to_f32(((const block_q8_1 *)xq)[b].s)) * 0x1p-10;
+                const double tol = (8.0 + 3.0 * (double)(n / q->blck)) * 0x1p-23 * mag + srnd;
+                for (int pth = 0; pth < PT_QPATH_N; pth++) {
+                    if (!path_ok(pth) || !q->vdot[pth])
+                        continue;
+                    const float got = q->vdot[pth](w, xq, n);
+                    cr_assert(fabs((double)got - dot) <= tol, "%s %s row %zu path %d: %.9g, ggml rows %.9g (tol %.3g)",
+                              label, name, r, pth, got, dot, tol);
+                }
+            }
+        }
+        counts[type]++;
+        free(x);
+        free(xq);
+    }
+    free(ref);
+    free(qbin);
+    json_object_put(rows);
+    json_object_put(qidx);
+}
+
+Test(qt_vdot, fixture_rows_vs_ggml_dequantised)
+{
+    char *dir = tu_fixture("llamacpp");
+    char sdir[1024];
+    snprintf(sdir, sizeof sdir, "%s/samples", dir);
+    DIR *d = opendir(sdir);
+    cr_assert(d, "no %s", sdir);
+    int64_t counts[64] = {0};
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const size_t len = strlen(e->d_name);
+        if (len <= 10 || strcmp(e->d_name + len - 10, ".rows.json") != 0)
+            continue;
+        char label[512];
+        snprintf(label, sizeof label, "%.*s", (int)(len - 10), e->d_name);
+        check_fixture_file(dir, label, counts);
+    }
+    closedir(d);
+    for (size_t t = 0; t < NTYPES_T; t++) {
+        cr_log_info("%-5s %3lld fixture tensors", pt_dtype_name(types[t].t), (long long)counts[types[t].t]);
+        cr_assert_gt(counts[types[t].t], 0, "no %s tensor in the fixtures", pt_dtype_name(types[t].t));
+    }
+    free(dir);
 }
 
 // ---- activation quantisers ---------------------------------------------
