@@ -58,9 +58,10 @@ struct pt_ecache {
     // next new slot of the same size takes from.
     unsigned char *arena;   // (arena_bytes,) mmap'ed, or NULL
     uint64_t arena_bytes, arena_used;
-    unsigned char **free_mem; // (n_free,) slot buffers given back
-    uint64_t *free_size;      // (n_free,) their sizes
+    unsigned char **free_mem; // (n_free,) slot buffers given back (arena pieces may be
+    uint64_t *free_size;      // (n_free,) their sizes          split and merged; heap ones never)
     int n_free, cap_free;
+    uint64_t heap_bytes;      // slot memory taken from the heap (arena full or fragmented)
 };
 
 // Faults every page of [p, p + n) in, the threads sharing the work.
@@ -77,24 +78,106 @@ static bool in_arena(const pt_ecache *c, const unsigned char *p)
     return c->arena && p >= c->arena && p < c->arena + c->arena_bytes;
 }
 
+static void free_take(pt_ecache *c, int i)
+{
+    c->free_mem[i] = c->free_mem[c->n_free - 1];
+    c->free_size[i] = c->free_size[c->n_free - 1];
+    c->n_free--;
+}
+
+// Index of the smallest given-back arena buffer larger than n, or -1.
+static int best_fit(const pt_ecache *c, uint64_t n)
+{
+    int best = -1;
+    for (int i = 0; i < c->n_free; i++)
+        if (c->free_size[i] > n && in_arena(c, c->free_mem[i]) && (best < 0 || c->free_size[i] < c->free_size[best]))
+            best = i;
+    return best;
+}
+
+static int cmp_ptr(const void *a, const void *b)
+{
+    const unsigned char *x = *(unsigned char *const *)a, *y = *(unsigned char *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+// Merges given-back arena buffers that touch into one (slot sizes differ
+// per layer: without this, space a layer gives up in pieces of its size
+// could never hold a larger slot of another layer).
+static void coalesce(pt_ecache *c)
+{
+    if (c->n_free < 2)
+        return;
+    // Sort (address, size) pairs by address: sizes follow via a lookup.
+    unsigned char **order = malloc(sizeof *order * (size_t)c->n_free);
+    uint64_t *sz = malloc(sizeof *sz * (size_t)c->n_free);
+    if (!order || !sz) {
+        free(order);
+        free(sz);
+        return;
+    }
+    memcpy(order, c->free_mem, sizeof *order * (size_t)c->n_free);
+    qsort(order, (size_t)c->n_free, sizeof *order, cmp_ptr);
+    for (int i = 0; i < c->n_free; i++)
+        for (int j = 0; j < c->n_free; j++)
+            if (c->free_mem[j] == order[i]) {
+                sz[i] = c->free_size[j];
+                break;
+            }
+    int n = 0;
+    for (int i = 0; i < c->n_free; i++) {
+        if (n > 0 && in_arena(c, order[i]) && in_arena(c, c->free_mem[n - 1]) &&
+            c->free_mem[n - 1] + c->free_size[n - 1] == order[i]) {
+            c->free_size[n - 1] += sz[i];
+            continue;
+        }
+        c->free_mem[n] = order[i];
+        c->free_size[n++] = sz[i];
+    }
+    c->n_free = n;
+    free(order);
+    free(sz);
+}
+
 // A buffer for one slot of n bytes: a given-back one of that size, else
-// fresh arena space, else the heap (only when slot sizes differ).
+// the head of the smallest larger given-back arena buffer (the rest stays
+// given back), else fresh arena space, else the same after merging
+// neighbouring given-back buffers, else the heap (only when slot sizes
+// differ and the arena is fragmented).
 static unsigned char *slot_mem_get(pt_ecache *c, uint64_t n)
 {
     for (int i = c->n_free - 1; i >= 0; i--)
         if (c->free_size[i] == n) {
             unsigned char *p = c->free_mem[i];
-            c->free_mem[i] = c->free_mem[c->n_free - 1];
-            c->free_size[i] = c->free_size[c->n_free - 1];
-            c->n_free--;
+            free_take(c, i);
             return p;
         }
-    if (c->arena && c->arena_used + n <= c->arena_bytes) {
-        unsigned char *p = c->arena + c->arena_used;
-        c->arena_used += n;
-        return p;
+    for (int pass = 0; pass < 2; pass++) {
+        int i = best_fit(c, n);
+        if (i >= 0) {
+            unsigned char *p = c->free_mem[i];
+            c->free_mem[i] += n;
+            c->free_size[i] -= n;
+            return p;
+        }
+        if (pass == 0 && c->arena && c->arena_used + n <= c->arena_bytes) {
+            unsigned char *p = c->arena + c->arena_used;
+            c->arena_used += n;
+            return p;
+        }
+        if (pass == 0)
+            coalesce(c);
     }
-    return pt_alloc_aligned_lazy(n);
+    for (int i = c->n_free - 1; i >= 0; i--) // (an exact fit made by merging)
+        if (c->free_size[i] == n) {
+            unsigned char *p = c->free_mem[i];
+            free_take(c, i);
+            return p;
+        }
+    unsigned char *p = pt_alloc_aligned_lazy(n);
+    if (p)
+        c->heap_bytes += n;
+    return p;
 }
 
 static void slot_mem_put(pt_ecache *c, unsigned char *p, uint64_t n)
@@ -372,16 +455,21 @@ static int find_slot(pt_ecache *c, int il, bool hot, bool prefetch)
     }
     if (prefetch)
         return -1;
-    // Below its share: take the LRU slot of the layer furthest above its own.
-    int donor = -1, excess = 0;
-    for (int j = 0; j < c->n_layers; j++) {
-        layer_cache *D = &c->layers[j];
-        if (j == il || D->src.n_expert <= 0 || D->n_lru - D->quota <= excess || lru_slot(c, D) < 0)
-            continue;
-        donor = j;
-        excess = D->n_lru - D->quota;
-    }
-    if (donor >= 0) {
+    // Below its share: take the LRU slot of the layer furthest above its
+    // own, again while this layer's slot does not fit (another layer's
+    // slots may be smaller). Ends: with every layer at or below its share
+    // the slots fit the budget (quota = budget / MoE layers / slot bytes).
+    for (;;) {
+        int donor = -1, excess = 0;
+        for (int j = 0; j < c->n_layers; j++) {
+            layer_cache *D = &c->layers[j];
+            if (j == il || D->src.n_expert <= 0 || D->n_lru - D->quota <= excess || lru_slot(c, D) < 0)
+                continue;
+            donor = j;
+            excess = D->n_lru - D->quota;
+        }
+        if (donor < 0)
+            break;
         layer_cache *D = &c->layers[donor];
         drop_slot(c, D, lru_slot(c, D));
         if (c->lru_bytes + L->slot_bytes <= c->budget)
@@ -568,5 +656,6 @@ void pt_ecache_reset_stats(pt_ecache *c)
 pt_ecache_layer_stats *pt_ecache_lstats(pt_ecache *c, int il) { return &c->layers[il].st; }
 uint64_t pt_ecache_bytes(const pt_ecache *c) { return c->lru_bytes + c->hot_bytes; }
 uint64_t pt_ecache_hot_bytes(const pt_ecache *c) { return c->hot_bytes; }
+uint64_t pt_ecache_heap_bytes(const pt_ecache *c) { return c->heap_bytes; }
 int pt_ecache_slots(const pt_ecache *c, int il) { return c->layers[il].quota; }
 uint64_t pt_ecache_slot_bytes(const pt_ecache *c, int il) { return c->layers[il].slot_bytes; }

@@ -29,7 +29,9 @@
 // at any offset. The memory of every slot the cache may hold (the budget or
 // the fixed slots, plus the hot-store) is mapped and faulted in by all
 // threads when the cache is created, so reads never page-fault; slots that
-// layers give up are reused. Single-threaded.
+// layers give up are reused, also by layers whose slots have another size
+// (split from larger given-back pieces, neighbouring pieces merged).
+// Single-threaded.
 #ifndef PETREL_CACHE_ECACHE_H
 #define PETREL_CACHE_ECACHE_H
 
@@ -120,6 +122,9 @@ void pt_ecache_reset_stats(pt_ecache *c);
 pt_ecache_layer_stats *pt_ecache_lstats(pt_ecache *c, int il); // (mutable) counters of layer il
 uint64_t pt_ecache_bytes(const pt_ecache *c);   // bytes of slot memory allocated now
 uint64_t pt_ecache_hot_bytes(const pt_ecache *c); // ... of which hot-store slots
+// Slot memory ever taken from the heap instead of the arena (0 unless the
+// arena, sized for the budget, is fragmented by slots of unequal sizes).
+uint64_t pt_ecache_heap_bytes(const pt_ecache *c);
 int pt_ecache_slots(const pt_ecache *c, int il); // fair share (slot mode: the fixed count) of a layer
 uint64_t pt_ecache_slot_bytes(const pt_ecache *c, int il); // bytes of one slot of layer il
 // Bytes of one slot for a layer: each slice's aligned span at worst.
