@@ -333,3 +333,16 @@ Test(convert_types, q2_k_recipe_as_rules, .timeout = 300)
     // \d as llama-quantize's std::regex writes it; only block 0 has a dense ffn_down
     check_recipe("Q2_K-mix", "--type q2_k --tensor-type '^output\\.weight$=q6_k' --type-rule '^blk\\.\\d+\\.ffn_down\\.=q3_k'");
 }
+
+// `petrel convert --type T` is llama-quantize --pure T: every tensor (the
+// fallbacks included) and general.file_type, for every type both write.
+Test(convert_types, pure_types_equal_llama_quantize_pure, .timeout = 600)
+{
+    static const char *const labels[] = {"Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K",
+                                         "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS"};
+    for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++) {
+        char opts[64], buf[16];
+        snprintf(opts, sizeof opts, "--type %s", lower(labels[i], buf));
+        check_recipe(labels[i], opts);
+    }
+}
