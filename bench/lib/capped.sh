@@ -44,11 +44,17 @@ run_capped() {
         echo 0
         return
     fi
-    local cg=$CAP_PARENT/$CAP_NAME-$$-$RANDOM
+    local cg=$CAP_PARENT/$CAP_NAME-$$-$RANDOM sampler=""
     mkdir "$cg"
     echo "$limit" >"$cg/memory.limit_in_bytes"
+    rm -f "$log.rc" "$log.io"
+    if [ -n "${CAP_SAMPLE_IO:-}" ]; then
+        sample_io "$cg" "$log" &
+        sampler=$!
+    fi
     (echo "$BASHPID" >"$cg/cgroup.procs" && exec "$@") >"$log.out" 2>"$log.err" || rc=$?
     echo "$rc" >"$log.rc"
+    [ -z "$sampler" ] || wait "$sampler" || true
     local oom
     oom=$(awk '$1=="oom_kill"{print $2}' "$cg/memory.oom_control" 2>/dev/null || echo 0)
     # pages still charged to the cgroup keep it from being removed at once
@@ -58,6 +64,23 @@ run_capped() {
         sleep 0.2
     done
     echo "${oom:-0}"
+}
+
+# sample_io CGROUP LOG: until LOG.rc exists, appends "TIME PID READ_BYTES"
+# for every process of CGROUP to LOG.io about every 0.2 s (read_bytes of
+# /proc/PID/io: what the process made the block layer read, page faults on
+# mmapped files included). Used with CAP_SAMPLE_IO=1 by run_capped, so that
+# the reads of one phase of a run (e.g. llama-bench's timed decode, the
+# last avg_ns before exit) can be told from those of loading.
+sample_io() {
+    local cg=$1 log=$2 pid b
+    while [ ! -f "$log.rc" ]; do
+        for pid in $(cat "$cg/cgroup.procs" 2>/dev/null); do
+            b=$(awk '$1=="read_bytes:"{print $2}' "/proc/$pid/io" 2>/dev/null) || continue
+            [ -n "$b" ] && echo "$(date +%s.%N) $pid $b" >>"$log.io"
+        done
+        sleep 0.2
+    done
 }
 
 # field NAME LINE: the value of NAME=value in a space-separated LINE.
