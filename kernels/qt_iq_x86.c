@@ -6,10 +6,17 @@
 // written above each scalar function. Compiled per function with target
 // attributes (no -march flag); matmul.c chooses the path at run time.
 //
-// Products: a grid magnitude (u8) times an activation quant with the
-// weight's sign folded in (sign_epi8, never overflowing: quants are in
+// Products (AVX2): a weight magnitude (u8) times an activation quant with
+// the weight's sign folded in (sign_epi8, never overflowing: quants are in
 // [-127, 127]); maddubs sums pairs into int16 (|pair| <= 2 * 127 * 127 <
-// 2^15, no saturation), madd with the block scale widens to int32.
+// 2^15, no saturation), madd with the block scale widens to int32. The IQ1
+// types fold grid value and delta into one int8 weight 8 g + e (|.| <= 9).
+// AVX-512 (IQ4 types only; the others use their AVX2 function there):
+// dpbusd of the levels biased to unsigned (w + 128) minus dpbusd of 128,
+// both exact int32. Where one step handles two or four 32-blocks, the
+// activation quants are regrouped (permute2x128 / shuffle_i64x2) to meet
+// the nibble order of the weights. The block loops are unrolled: the
+// scale selection and index arithmetic then fold into constants.
 #include "kernels/qt_iq.h"
 #include "kernels/qt_iq_grid.h"
 #include "kernels/qtypes.h"
