@@ -147,6 +147,7 @@ TGT2I sb_sums sums_q4_k_avx2(const pt_blk_q4_k *b, const block_q8_K *x)
     const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bs2);
     const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
     __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
         const __m256i qb = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
         const __m256i ql = _mm256_and_si256(qb, m4);
@@ -173,6 +174,7 @@ TGT2I sb_sums sums_q5_k_avx2(const pt_blk_q5_k *b, const block_q8_K *x)
     const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
     const __m256i hb = _mm256_loadu_si256((const __m256i *)b->qh);
     __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
         const __m256i qb = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
         // bit 2c (2c + 1) of each byte moved to bit 4
@@ -210,6 +212,7 @@ TGT2I sb_sums sums_q2_k_avx2(const pt_blk_q2_k *b, const block_q8_K *x)
     const __m128i mprod = q2k_mins(b, x, &sc8);
     const __m256i sc = evenodd16(sc8, false);
     __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    #pragma GCC unroll 4
     for (int h = 0; h < 2; h++) {
         const __m256i qb = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
         const int8_t *xh = x->qs + 128 * h;
@@ -250,9 +253,11 @@ TGT2I sb_sums sums_q3_k_avx2(const pt_blk_q3_k *b, const block_q8_K *x)
     const __m256i sc = evenodd16(q3k_scales8(b, x, &off), true);
     const __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
     __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    #pragma GCC unroll 4
     for (int h = 0; h < 2; h++) {
         const __m256i qb = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
         const int8_t *xh = x->qs + 128 * h;
+        #pragma GCC unroll 2
         for (int s = 0; s < 4; s += 2) {
             const int k = 4 * h + s;
             // bit k (k + 1) of each hmask byte moved to bit 2
@@ -283,6 +288,7 @@ TGT2I sb_sums sums_q6_k_avx2(const pt_blk_q6_k *b, const block_q8_K *x)
     const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(s8), _mm256_loadu_si256((const __m256i *)x->bsums));
     const __m256i sc = evenodd16(s8, true);
     __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    #pragma GCC unroll 4
     for (int h = 0; h < 2; h++) {
         const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
         const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
@@ -324,13 +330,19 @@ TGT5I __m512i bcast_shift(const uint8_t *p, int lo, int hi)
     return _mm512_srlv_epi16(v, cnt);
 }
 
-// int16 index vector: lane group g (of `per` lanes) gets index base + g.
+// vpermw index vectors: lane group g (of `per` int16 lanes) gets scale
+// base + g. Tables, not built per call: the loops below must stay free of
+// constant construction.
+#define IDX16(b) {b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, \
+                  b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1}
+#define IDX8(b) {b, b, b, b, b, b, b, b, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, \
+                 b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3}
+static const int16_t idx_per16[4][32] __attribute__((aligned(64))) = {IDX16(0), IDX16(2), IDX16(4), IDX16(6)};
+static const int16_t idx_per8[4][32] __attribute__((aligned(64))) = {IDX8(0), IDX8(4), IDX8(8), IDX8(12)};
+
 TGT5I __m512i sc_index(int base, int per)
 {
-    short idx[32];
-    for (int l = 0; l < 32; l++)
-        idx[l] = (short)(base + l / per);
-    return _mm512_loadu_si512(idx);
+    return per == 16 ? _mm512_load_si512(idx_per16[base / 2]) : _mm512_load_si512(idx_per8[base / 4]);
 }
 
 // acc += scale-weighted dot of 64 unsigned quants q with 64 activations x
@@ -354,6 +366,7 @@ TGT5I sb_sums sums_q4_k_512(const pt_blk_q4_k *b, const block_q8_K *x)
     const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bs2);
     const __m512i sc = _mm512_castsi256_si512(sm);
     __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    #pragma GCC unroll 4
     for (int c = 0; c < 4; c += 2) {
         // chunk c: values 64c .. 64c + 63 = blocks 2c (low nibbles), 2c + 1
         const __m512i q0 = _mm512_and_si512(bcast_shift(b->qs + 32 * c, 0, 4), m4);
@@ -379,6 +392,7 @@ TGT5I sb_sums sums_q5_k_512(const pt_blk_q5_k *b, const block_q8_K *x)
     const __m512i sc = _mm512_castsi256_si512(sm);
     const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qh));
     __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
         // fifth bits: bit 2c for the low half of the register, 2c + 1 for the high
         const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * c))),
@@ -409,6 +423,7 @@ TGT5I sb_sums sums_q2_k_512(const pt_blk_q2_k *b, const block_q8_K *x)
     const __m128i mprod = q2k_mins(b, x, &sc8);
     const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sc8));
     __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    #pragma GCC unroll 4
     for (int h = 0; h < 2; h++) {
         // half h: shifts 0 / 2 give values 128h + 0..63, shifts 4 / 6 the rest
         const __m512i q0 = _mm512_and_si512(bcast_shift(b->qs + 32 * h, 0, 2), m3);
@@ -431,6 +446,7 @@ TGT5I sb_sums sums_q3_k_512(const pt_blk_q3_k *b, const block_q8_K *x)
     const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(q3k_scales8(b, x, &off)));
     const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->hmask));
     __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    #pragma GCC unroll 4
     for (int p = 0; p < 4; p++) {
         // values 64p .. 64p + 63: half h = p / 2, low-bit shifts 4(p%2) and +2,
         // high bits k = 2p and 2p + 1
@@ -465,6 +481,7 @@ TGT5I sb_sums sums_q6_k_512(const pt_blk_q6_k *b, const block_q8_K *x)
     const __m256i off = _mm256_madd_epi16(s16, _mm256_loadu_si256((const __m256i *)x->bsums));
     const __m512i sc = _mm512_castsi256_si512(s16);
     __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    #pragma GCC unroll 4
     for (int h = 0; h < 2; h++) {
         const __m512i l = _mm512_loadu_si512(b->ql + 64 * h);
         const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
