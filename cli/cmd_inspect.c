@@ -10,6 +10,7 @@
 #include "cli/inspect_mix.h"
 #include "format/gguf.h"
 #include "format/hparams.h"
+#include "io/io.h"
 #include "kernels/quant.h"
 
 static const char *vtype_name(uint32_t t)
@@ -114,8 +115,8 @@ static int print_expert(const gguf_file *g, long L, long e)
         }
         uint64_t slice = t->size / t->ne[2];
         printf("  %-32s %-5s offset %14llu  bytes %10llu  (end %llu)\n", name, pt_dtype_name(t->type),
-               (unsigned long long)(t->offset + (uint64_t)e * slice), (unsigned long long)slice,
-               (unsigned long long)(t->offset + (uint64_t)(e + 1) * slice));
+               (unsigned long long)(pt_loc_off(t->offset) + (uint64_t)e * slice), (unsigned long long)slice,
+               (unsigned long long)(pt_loc_off(t->offset) + (uint64_t)(e + 1) * slice));
         total += slice;
         found++;
     }
@@ -212,6 +213,9 @@ int cmd_inspect(int argc, char **argv)
     printf("file: %s\nGGUF v%u, %llu bytes, %llu tensors, %llu metadata keys, alignment %llu, data at %llu\n",
            path, g->version, (unsigned long long)g->file_size, (unsigned long long)g->n_tensors,
            (unsigned long long)g->n_kv, (unsigned long long)g->alignment, (unsigned long long)g->data_offset);
+    for (uint32_t i = 0; g->n_parts > 1 && i < g->n_parts; i++) // split: table offsets are in the tensor's part
+        printf("part %u of %u: %s, %llu bytes, %llu tensors\n", i + 1, g->n_parts, g->parts[i].path,
+               (unsigned long long)g->parts[i].file_size, (unsigned long long)g->parts[i].n_tensors);
     printf("\nmetadata:\n");
     for (uint64_t i = 0; i < g->n_kv; i++)
         print_kv(&g->kv[i]);
@@ -231,7 +235,8 @@ int cmd_inspect(int argc, char **argv)
                               (unsigned long long)t->ne[d]);
             snprintf(shape + k, sizeof shape - (size_t)k, "}");
             printf("  %-5llu %-44s %-5s %-24s %16llu %14llu\n", (unsigned long long)i, t->name,
-                   pt_dtype_name(t->type), shape, (unsigned long long)t->offset, (unsigned long long)t->size);
+                   pt_dtype_name(t->type), shape, (unsigned long long)pt_loc_off(t->offset), // (in its part's file)
+                   (unsigned long long)t->size);
         }
         if (is_expert_tensor(t->name)) {
             experts += t->size;
