@@ -142,7 +142,7 @@ float qz_make_qx(int n, int nmax, const float *x, int8_t *L)
 // iscale = -nmax / max, then up to 5 sweeps that move one level at a time to
 // the value that improves the weighted (x^2) least-squares fit. Levels
 // returned as l + nmax; returns sumlx / suml2.
-static float make_q3(int n, int nmax, const float *x, int8_t *L)
+float qz_make_q3(int n, int nmax, const float *x, int8_t *L)
 {
     float mx = 0, amax = 0;
     for (int i = 0; i < n; i++) {
@@ -266,8 +266,9 @@ void pt_quant_q3_k(const float *x, void *dst, int64_t n)
     for (int64_t b = 0; b < n / QKK; b++, x += QKK, y += 110) {
         uint8_t *hmask = y, *qs = y + 32, *sc = y + 96;
         float max_scale = 0, amax = 0;
+        for (int j = 0; j < 16; j += 8)
+            qz_make_q3_x8(16, 4, x + 16 * j, L + 16 * j, scales + j);
         for (int j = 0; j < 16; j++) {
-            scales[j] = make_q3(16, 4, x + 16 * j, L + 16 * j);
             float a = fabsf(scales[j]);
             if (a > amax) {
                 amax = a;

@@ -65,6 +65,10 @@ float qz_make_qx(int n, int nmax, const float *x, int8_t *L);
 void qz_make_qkx2_x8(int n, int nmax, const float *x, const float *w, uint8_t *L, float *scale_out, float *min_out,
                      float rmin, float rdelta, int nstep, bool use_mad);
 void qz_make_qx_x8(int n, int nmax, const float *x, int8_t *L, float *scale_out);
+// ggml's make_q3_quants with do_rmse (Q3_K) on 8 groups of n values at
+// x + k * n; qz_make_q3 is the scalar one (qt_quantize_k.c).
+void qz_make_q3_x8(int n, int nmax, const float *x, int8_t *L, float *scale_out);
+float qz_make_q3(int n, int nmax, const float *x, int8_t *L);
 // The IQ4 best scales (ggml quantize_row_iq4_nl_impl's per-block search with
 // x^2 weights, ntry steps either side) of 8 blocks of 32 values at x + 32 k,
 // over the 16 levels; bit-identical to qt_quantize_iq4.c's scalar search.

@@ -226,3 +226,61 @@ void qz_iq4_scales_x8(const float *x, const int8_t *levels, int ntry, float *d_o
     for (int k = 0; k < 8; k++)
         d_out[k] = zero[k] ? 0.f : d[k];
 }
+
+QZ_CLONES
+void qz_make_q3_x8(int n, int nmax, const float *x, int8_t *L, float *scale_out)
+{
+    assert(n <= 32);
+    v8f X[32];
+    v8i Li[32];
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 8; k++)
+            X[i][k] = x[k * n + i];
+    v8f mx = {0}, amax = {0};
+    for (int i = 0; i < n; i++) {
+        v8f ax = vabs(X[i]);
+        v8i m = ax > amax;
+        amax = sel_f(m, ax, amax);
+        mx = sel_f(m, X[i], mx);
+    }
+    const v8i zero = amax < GROUP_MAX_EPS;
+    v8f iscale = (float)-nmax / mx;
+    v8f sumlx = {0}, suml2 = {0};
+    for (int i = 0; i < n; i++) {
+        Li[i] = vclamp(vnearest(iscale * X[i]), -nmax, nmax - 1);
+        v8f w = X[i] * X[i], fl = vfl(Li[i]);
+        sumlx += w * X[i] * fl;
+        suml2 += w * fl * fl;
+    }
+    // Up to 5 sweeps; a lane whose sweep changed nothing would change
+    // nothing in another one (same state), so sweeping on while any lane
+    // still changes equals the scalar early exit.
+    for (int itry = 0; itry < 5; itry++) {
+        v8i changed = {0};
+        for (int i = 0; i < n; i++) {
+            v8f w = X[i] * X[i], fl = vfl(Li[i]);
+            v8f slx = sumlx - w * X[i] * fl;
+            v8f sl2 = suml2 - w * fl * fl;
+            v8i new_l = vclamp(vnearest(X[i] * sl2 / slx), -nmax, nmax - 1);
+            v8f fn = vfl(new_l);
+            v8f slx2 = slx + w * X[i] * fn;
+            v8f sl2b = sl2 + w * fn * fn;
+            v8i take = (slx > 0) & (new_l != Li[i]) & (sl2b > 0) & (slx2 * slx2 * suml2 > sumlx * sumlx * sl2b);
+            Li[i] = sel_i(take, new_l, Li[i]);
+            sumlx = sel_f(take, slx2, sumlx);
+            suml2 = sel_f(take, sl2b, suml2);
+            changed |= take;
+        }
+        int any = 0;
+        for (int k = 0; k < 8; k++)
+            any |= changed[k];
+        if (!any)
+            break;
+    }
+    v8f scale = sel_f(suml2 > 0, sumlx / suml2, (v8f){0});
+    for (int k = 0; k < 8; k++) {
+        for (int i = 0; i < n; i++)
+            L[k * n + i] = zero[k] ? 0 : (int8_t)(Li[i][k] + nmax);
+        scale_out[k] = zero[k] ? 0.f : scale[k];
+    }
+}

@@ -223,6 +223,12 @@ Test(qt_quantize, x8_searches_equal_scalar)
             cr_assert(fbits(s1) == fbits(s8[k]), "iq4 round %d lane %d: %a / %a", round, k, s1, s8[k]);
         }
         corner_groups(x, 16, round);
+        qz_make_q3_x8(16, 4, x, Q8, s8);
+        for (int k = 0; k < 8; k++) {
+            s1 = qz_make_q3(16, 4, x + 16 * k, Q1);
+            cr_assert(fbits(s1) == fbits(s8[k]) && !memcmp(Q1, Q8 + 16 * k, 16), "q3 round %d lane %d: %a / %a",
+                      round, k, s1, s8[k]);
+        }
         qz_make_qx_x8(16, 32, x, Q8, s8);
         for (int k = 0; k < 8; k++) {
             s1 = qz_make_qx(16, 32, x + 16 * k, Q1);
