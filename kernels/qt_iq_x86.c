@@ -425,6 +425,12 @@ TGT float pt_vdot_iq1_s_avx2(const void *w, const void *xq, int64_t n)
     const __m256i eight = _mm256_set1_epi8(8);
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
+        // per 32-block, from its qh word: scale 2 s + 1 (int16 word ib) and
+        // delta sign +-1 (low byte of word ib), in both 128-bit lanes
+        const __m128i qhv = _mm_loadu_si128((const __m128i *)x[i].qh);
+        const __m256i ls = _mm256_broadcastsi128_si256(
+            _mm_add_epi16(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qhv, 12), _mm_set1_epi16(7)), 1), _mm_set1_epi16(1)));
+        const __m256i es = _mm256_broadcastsi128_si256(_mm_or_si128(_mm_srai_epi16(qhv, 15), _mm_set1_epi16(1)));
         __m256i sum = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int ib = 0; ib < 8; ib++) {
@@ -434,8 +440,9 @@ TGT float pt_vdot_iq1_s_avx2(const void *w, const void *xq, int64_t n)
                                                 (int64_t)pt_iq1s_grid[q[2] | ((qh << 2) & 0x700)],
                                                 (int64_t)pt_iq1s_grid[q[1] | ((qh << 5) & 0x700)],
                                                 (int64_t)pt_iq1s_grid[q[0] | ((qh << 8) & 0x700)]);
-            const __m256i c = _mm256_add_epi8(_mm256_sign_epi8(eight, g), _mm256_set1_epi8(qh & 0x8000 ? -1 : 1));
-            const __m256i sc = _mm256_set1_epi16((int16_t)(2 * ((qh >> 12) & 7) + 1));
+            const __m256i e = _mm256_shuffle_epi8(es, _mm256_set1_epi8((char)(2 * ib)));
+            const __m256i c = _mm256_add_epi8(_mm256_sign_epi8(eight, g), e);
+            const __m256i sc = _mm256_shuffle_epi8(ls, _mm256_set1_epi16((int16_t)((2 * ib + 1) << 8 | 2 * ib)));
             const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
             sum = _mm256_add_epi32(sum, mul_scaled(_mm256_sign_epi8(c, c), _mm256_sign_epi8(q8, c), sc));
         }
