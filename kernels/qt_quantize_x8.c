@@ -169,14 +169,14 @@ void qz_make_qx_x8(int n, int nmax, const float *x, int8_t *L, float *scale_out)
 // best_index_int8 chooses it: up to the first level the first; from the
 // last level up (and for NaN, where its binary search ends there) the last;
 // otherwise, with lo <= v < hi the two levels around v, lo iff
-// v - lo < hi - v (a tie goes to hi).
-static inline v8f vlevel(v8f v, const float *lv)
+// v - lo < hi - v (a tie goes to hi). lo and hi come from a 16-entry table
+// lookup (t_lo, t_hi: levels 0-7, 8-15).
+static inline v8f vlevel(v8f v, v8f t_lo, v8f t_hi, const float *lv)
 {
-    v8f lo = (v8f){0} + lv[0], hi = (v8f){0} + lv[15];
+    v8i idx = {0}; // lo's index: how many of levels 1..14 are <= v
     for (int k = 1; k < 15; k++)
-        lo = sel_f((v8f){0} + lv[k] <= v, (v8f){0} + lv[k], lo);
-    for (int k = 14; k >= 1; k--)
-        hi = sel_f((v8f){0} + lv[k] > v, (v8f){0} + lv[k], hi);
+        idx -= (v8f){0} + lv[k] <= v;
+    v8f lo = __builtin_shuffle(t_lo, t_hi, idx), hi = __builtin_shuffle(t_lo, t_hi, idx + 1);
     v8f q = sel_f(v - lo < hi - v, lo, hi);
     q = sel_f(v <= lv[0], (v8f){0} + lv[0], q);
     return sel_f((v >= lv[15]) | (v != v), (v8f){0} + lv[15], q);
@@ -190,6 +190,11 @@ void qz_iq4_scales_x8(const float *x, const int8_t *levels, int ntry, float *d_o
     float lv[16];
     for (int k = 0; k < 16; k++)
         lv[k] = levels[k];
+    v8f t_lo, t_hi; // the levels as a 16-entry table for the lookups
+    for (int k = 0; k < 8; k++) {
+        t_lo[k] = lv[k];
+        t_hi[k] = lv[8 + k];
+    }
     for (int i = 0; i < 32; i++)
         for (int k = 0; k < 8; k++)
             X[i][k] = x[32 * k + i];
@@ -205,7 +210,7 @@ void qz_iq4_scales_x8(const float *x, const int8_t *levels, int ntry, float *d_o
     v8f id = 1 / d;
     v8f sumqx = {0}, sumq2 = {0};
     for (int i = 0; i < 32; i++) {
-        v8f q = vlevel(id * X[i], lv), w = X[i] * X[i];
+        v8f q = vlevel(id * X[i], t_lo, t_hi, lv), w = X[i] * X[i];
         sumqx += w * q * X[i];
         sumq2 += w * q * q;
     }
@@ -215,7 +220,7 @@ void qz_iq4_scales_x8(const float *x, const int8_t *levels, int ntry, float *d_o
         id = (float)(itry + levels[0]) / mx;
         sumqx = sumq2 = (v8f){0};
         for (int i = 0; i < 32; i++) {
-            v8f q = vlevel(id * X[i], lv), w = X[i] * X[i];
+            v8f q = vlevel(id * X[i], t_lo, t_hi, lv), w = X[i] * X[i];
             sumqx += w * q * X[i];
             sumq2 += w * q * q;
         }
