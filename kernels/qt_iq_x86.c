@@ -461,12 +461,7 @@ TGT float pt_vdot_iq1_m_avx2(const void *w, const void *xq, int64_t n)
     assert(n % QK_K == 0);
     const pt_blk_iq1_m *x = w;
     const block_q8_K *y = xq;
-    // delta sign of group l: bit 3 (l even) or 7 (l odd) of qh byte l / 2
-    const __m256i esel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                          1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1);
-    const __m256i emask = _mm256_setr_epi8(8, 8, 8, 8, 8, 8, 8, 8, -128, -128, -128, -128, -128, -128, -128, -128,
-                                           8, 8, 8, 8, 8, 8, 8, 8, -128, -128, -128, -128, -128, -128, -128, -128);
-    const __m256i ones8 = _mm256_set1_epi8(1), eight = _mm256_set1_epi8(8);
+    const __m256i eight = _mm256_set1_epi8(8);
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
         // the 16 3-bit scales as 2 * s + 1, int16: qword k of the vector holds
@@ -477,17 +472,27 @@ TGT float pt_vdot_iq1_m_avx2(const void *w, const void *xq, int64_t n)
         memcpy(&sw, x[i].scales, 8);
         __m256i ls = _mm256_srlv_epi64(_mm256_set1_epi64x((int64_t)sw), _mm256_setr_epi64x(0, 6, 3, 9));
         ls = _mm256_add_epi16(_mm256_slli_epi16(_mm256_and_si256(ls, _mm256_set1_epi16(7)), 1), _mm256_set1_epi16(1));
+        // delta sign of each 8-group g = 4 ib + l: bit 3 (l even) or 7 (l odd)
+        // of qh byte g / 2, as +-1 bytes in group order; E0 = groups 0..15
+        // (blocks 0..3), E1 = groups 16..31, each in both 128-bit lanes
+        const __m128i qhv = _mm_loadu_si128((const __m128i *)x[i].qh);
+        const __m128i n3 = _mm_cmpeq_epi8(_mm_and_si128(qhv, _mm_set1_epi8(0x08)), _mm_set1_epi8(0x08));
+        const __m128i n7 = _mm_cmpeq_epi8(_mm_and_si128(qhv, _mm_set1_epi8(-128)), _mm_set1_epi8(-128));
+        const __m256i E0 = _mm256_broadcastsi128_si256(_mm_or_si128(_mm_unpacklo_epi8(n3, n7), _mm_set1_epi8(1)));
+        const __m256i E1 = _mm256_broadcastsi128_si256(_mm_or_si128(_mm_unpackhi_epi8(n3, n7), _mm_set1_epi8(1)));
         __m256i sum = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *q = x[i].qs + 4 * ib;
             const uint8_t h0 = x[i].qh[2 * ib], h1 = x[i].qh[2 * ib + 1];
+            const int g0 = 4 * (ib % 4); // first group of block ib in E0 / E1
+            const __m256i esel = _mm256_set_epi64x(0x0101010101010101 * (g0 + 3), 0x0101010101010101 * (g0 + 2),
+                                                   0x0101010101010101 * (g0 + 1), 0x0101010101010101 * g0);
             const __m256i g = _mm256_set_epi64x((int64_t)pt_iq1s_grid[q[3] | ((h1 << 4) & 0x700)],
                                                 (int64_t)pt_iq1s_grid[q[2] | ((h1 << 8) & 0x700)],
                                                 (int64_t)pt_iq1s_grid[q[1] | ((h0 << 4) & 0x700)],
                                                 (int64_t)pt_iq1s_grid[q[0] | ((h0 << 8) & 0x700)]);
-            const __m256i hb = _mm256_shuffle_epi8(_mm256_set1_epi16((int16_t)(h0 | h1 << 8)), esel);
-            const __m256i e = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, emask), emask), ones8);
+            const __m256i e = _mm256_shuffle_epi8(ib < 4 ? E0 : E1, esel);
             const __m256i c = _mm256_add_epi8(_mm256_sign_epi8(eight, g), e);
             const int k = ib % 2 ? 4 + ib / 2 : ib / 2; // word of block ib in each lane of ls
             const __m256i sc = _mm256_shuffle_epi8(ls, _mm256_set1_epi16((int16_t)((2 * k + 1) << 8 | 2 * k)));
