@@ -27,9 +27,20 @@ float pt_round_even(float v)
     return fmodf(t, 2.0f) != 0.0f ? away : t; // a tie: take the even one
 }
 
-static int8_t sat8(float v)
+// cvtps_epi32 of an already rounded value: NaN and values out of int32
+// range give INT32_MIN ("integer indefinite"), as the x86 instruction
+// does. Only a block whose amax is below ~7.5e-37 (so that 127 / amax is
+// infinite) gets there; ggml's x86 code then stores -128s, and so does
+// this.
+static int32_t cvt_i32(float r)
 {
-    return (int8_t)(v > 127.0f ? 127 : v < -128.0f ? -128 : (int)v);
+    return r >= -2147483648.0f && r < 2147483648.0f ? (int32_t)r : INT32_MIN;
+}
+
+// int32 -> int8 with saturation, as the packs instructions
+static int8_t sat8(int32_t v)
+{
+    return (int8_t)(v > 127 ? 127 : v < -128 ? -128 : v);
 }
 
 // ---- activation quantisers ---------------------------------------------
@@ -50,7 +61,7 @@ void pt_actq_q8_0_scalar(const float *x, void *dst, int64_t n)
         const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         y[b].d = pt_f32_to_fp16(d);
         for (int j = 0; j < 32; j++)
-            y[b].qs[j] = sat8(pt_round_even(x[j] * id));
+            y[b].qs[j] = sat8(cvt_i32(pt_round_even(x[j] * id)));
     }
 }
 
@@ -66,13 +77,17 @@ void pt_actq_q8_1_scalar(const float *x, void *dst, int64_t n)
             amax = fmaxf(amax, fabsf(x[j]));
         const float d = amax / 127.0f;
         const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-        int32_t sum = 0;
+        // the sum is of the int32 values before saturation, wrapping, as
+        // ggml's x86 code adds them (the same as the stored quants' sum
+        // unless amax is degenerate, see cvt_i32)
+        uint32_t sum = 0;
         for (int j = 0; j < 32; j++) {
-            y[b].qs[j] = sat8(pt_round_even(x[j] * id));
-            sum += y[b].qs[j];
+            const int32_t v = cvt_i32(pt_round_even(x[j] * id));
+            y[b].qs[j] = sat8(v);
+            sum += (uint32_t)v;
         }
         y[b].d = pt_f32_to_fp16(d);
-        y[b].s = pt_f32_to_fp16(d * (float)sum);
+        y[b].s = pt_f32_to_fp16(d * (float)(int32_t)sum);
     }
 }
 
@@ -80,7 +95,8 @@ void pt_actq_q8_1_scalar(const float *x, void *dst, int64_t n)
 // values: max = the first value of largest magnitude, with its sign;
 // iscale = -127 / max; q = min(127, RNE(iscale * x)); bsums = sums of 16;
 // d = 1 / iscale in f32. An all-zero block gets d = 0, q = 0 and (unlike
-// ggml, which leaves them as they were) bsums = 0.
+// ggml, which leaves them as they were) bsums = 0; a block so small that
+// iscale is infinite gets ggml's result there: q = 0, d = +-0 (bsums 0).
 void pt_actq_q8_k_scalar(const float *x, void *dst, int64_t n)
 {
     assert(n % QK_K == 0);
@@ -97,6 +113,13 @@ void pt_actq_q8_k_scalar(const float *x, void *dst, int64_t n)
             continue;
         }
         const float iscale = -127.0f / max;
+        if (isinf(iscale)) {
+            // |max| < ~7.5e-37: ggml's nearest_int turns every inf / NaN
+            // product into a quant of 0 (its int8 cast of -4194304 or 0)
+            memset(&y[b], 0, sizeof y[b]);
+            y[b].d = 1.0f / iscale;
+            continue;
+        }
         for (int j = 0; j < QK_K; j++) {
             const float r = pt_round_even(iscale * x[j]);
             y[b].qs[j] = (int8_t)(r > 127.0f ? 127 : (int)r);

@@ -14,6 +14,7 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #define TGT __attribute__((target("avx2,fma,f16c")))
@@ -62,8 +63,8 @@ TGTI float q8_block(const float *x, int8_t *qs, int32_t *sum)
     const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
     const __m256i q0 = rne_i32(v0, id), q1 = rne_i32(v1, id), q2 = rne_i32(v2, id), q3 = rne_i32(v3, id);
     _mm256_storeu_si256((__m256i *)qs, pack32(q0, q1, q2, q3));
-    // |q| <= 127 before the pack (x * 127 / amax rounds to at most 127), so
-    // the sum of the unpacked values is the sum of the stored quants
+    // the sum of the int32 values before the pack, as ggml's x86 code
+    // (equal to the stored quants' sum: |q| <= 127 unless 127 / amax is inf)
     *sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3)));
     return d;
 }
@@ -130,6 +131,11 @@ TGT void pt_actq_q8_k_avx2(const float *x, void *dst, int64_t n)
             }
         }
         const float iscale = -127.0f / x[first];
+        if (isinf(iscale)) { // as the scalar code (qt_legacy.c)
+            memset(&y[b], 0, sizeof y[b]);
+            y[b].d = 1.0f / iscale;
+            continue;
+        }
         const __m256 vs = _mm256_set1_ps(iscale);
         __m256i q[32];
         for (int k = 0; k < 32; k++)

@@ -317,7 +317,9 @@ Test(qt_vdot, fixture_rows_vs_ggml_dequantised)
 
 // ---- activation quantisers ---------------------------------------------
 
-// ggml's x86 quantize_row_q8_0 / q8_1 written out plainly.
+// ggml's x86 quantize_row_q8_0 / q8_1 written out plainly: rintf (ties to
+// even in the default mode) and cvtps_epi32's INT32_MIN for NaN / out of
+// range, the packs saturation, the sum of the int32 values.
 static void ref_q8_01(const float *x, int8_t *qs, float *d, float *sumd)
 {
     float amax = 0;
@@ -326,13 +328,14 @@ static void ref_q8_01(const float *x, int8_t *qs, float *d, float *sumd)
             amax = fabsf(x[j]);
     *d = amax / 127.0f;
     const float id = amax != 0 ? 127.0f / amax : 0.0f;
-    int sum = 0;
+    int64_t sum = 0;
     for (int j = 0; j < 32; j++) {
-        long v = lrintf(x[j] * id);
+        const float r = rintf(x[j] * id);
+        const int32_t v = (r == r && fabsf(r) < 2147483648.0f) ? (int32_t)r : INT32_MIN;
         qs[j] = (int8_t)(v > 127 ? 127 : v < -128 ? -128 : v);
-        sum += qs[j];
+        sum += v;
     }
-    *sumd = *d * (float)sum;
+    *sumd = *d * (float)(int32_t)(uint32_t)(uint64_t)sum;
 }
 
 static void crafted_block32(float *x, int kind)
@@ -355,6 +358,10 @@ static void crafted_block32(float *x, int kind)
     case 3: // signed zeros and tiny values
         for (int j = 0; j < 32; j++)
             x[j] = (j & 1) ? -0.0f : 1e-30f * (float)j;
+        break;
+    case 5: // degenerate: 127 / amax is infinite
+        for (int j = 0; j < 32; j++)
+            x[j] = j == 9 ? -1e-38f : (j % 3 == 0 ? 1e-39f : 0.0f);
         break;
     default: // random
         for (int j = 0; j < 32; j++)
@@ -386,7 +393,7 @@ Test(actq, q8_0_and_q8_1_match_ggml_x86)
     enum { NB = 64 };
     float x[32 * NB];
     for (int b = 0; b < NB; b++)
-        crafted_block32(x + 32 * b, b < 4 ? b : 4);
+        crafted_block32(x + 32 * b, b < 4 ? b : b == 4 ? 5 : 4);
     actq_impl im[2];
     const int ni = actq_impls(im);
     for (int v = 0; v < ni; v++) {
@@ -413,8 +420,17 @@ Test(actq, q8_0_and_q8_1_match_ggml_x86)
     }
 }
 
-// ggml's quantize_row_q8_K_ref written out plainly (bsums of a zero block
-// taken as 0: ggml leaves them untouched there, Petrel clears them).
+// ggml's quantize_row_q8_K_ref written out plainly, with its nearest_int
+// (the 1.5 * 2^23 trick); bsums of a zero block taken as 0 (ggml leaves
+// them untouched there, Petrel clears them).
+static int ggml_nearest_int(float f)
+{
+    const float v = f + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &v, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
 static void ref_q8_k(const float *x, block_q8_K *y)
 {
     float max = 0, amax = 0;
@@ -428,8 +444,8 @@ static void ref_q8_k(const float *x, block_q8_K *y)
         return;
     const float iscale = -127.0f / max;
     for (int j = 0; j < QK_K; j++) {
-        long v = lrintf(iscale * x[j]);
-        y->qs[j] = (int8_t)(v > 127 ? 127 : v);
+        const int v = ggml_nearest_int(iscale * x[j]);
+        y->qs[j] = (int8_t)(v < 127 ? v : 127);
     }
     for (int g = 0; g < 16; g++) {
         int s = 0;
@@ -463,6 +479,9 @@ Test(actq, q8_k_matches_ggml_ref)
     // block 4: one non-zero (negative) value among zeros
     for (int j = 0; j < QK_K; j++)
         x[4 * QK_K + j] = j == 200 ? -1e-20f : 0.0f;
+    // block 5: degenerate, -127 / max is infinite
+    for (int j = 0; j < QK_K; j++)
+        x[5 * QK_K + j] = j == 77 ? 1e-38f : (j % 5 == 0 ? -1e-39f : 0.0f);
     actq_impl im[2];
     const int ni = actq_impls(im);
     for (int v = 0; v < ni; v++) {
