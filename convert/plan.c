@@ -446,6 +446,31 @@ void pt_plan_print_fallback(const pt_plan *p, uint32_t i, FILE *f, const char *i
             pt_dtype_name(t->requested));
 }
 
+// One expert's bytes per MoE block, when --type-rules make them differ
+// from block to block ("  block N: BYTES").
+static void print_expert_bytes_by_block(const pt_plan *p, FILE *f)
+{
+    const uint32_t nb = p->cfg->hp.n_layer + p->cfg->hp.n_nextn;
+    uint64_t *per = calloc(nb ? nb : 1, sizeof *per);
+    if (!per)
+        return;
+    bool differ = false;
+    for (uint32_t i = 0; i < p->n_tensors; i++) {
+        const pt_out_tensor *t = &p->tensors[i];
+        if (t->spec.role == PT_ROLE_EXPERTS && t->spec.layer >= 0 && (uint32_t)t->spec.layer < nb)
+            per[t->spec.layer] += t->size / t->spec.ne[2];
+    }
+    for (uint32_t L = 0; L < nb; L++)
+        differ = differ || (per[L] && per[L] != p->bytes_per_expert);
+    if (differ) {
+        fprintf(f, "bytes_per_expert_by_block:\n");
+        for (uint32_t L = 0; L < nb; L++)
+            if (per[L])
+                fprintf(f, "  block %u: %llu\n", L, (unsigned long long)per[L]);
+    }
+    free(per);
+}
+
 void pt_plan_print(const pt_plan *p, FILE *f)
 {
     const pt_hparams *hp = &p->cfg->hp;
@@ -478,6 +503,7 @@ void pt_plan_print(const pt_plan *p, FILE *f)
     fprintf(f, "expert_bytes: %llu\n", (unsigned long long)p->expert_bytes);
     fprintf(f, "routed_experts: %llu\n", (unsigned long long)p->n_routed_experts);
     fprintf(f, "bytes_per_expert: %llu\n", (unsigned long long)p->bytes_per_expert);
+    print_expert_bytes_by_block(p, f);
     fprintf(f, "header_bytes: %llu\n", (unsigned long long)p->header_size);
     fprintf(f, "file_bytes: %llu\n", (unsigned long long)p->file_size);
     fprintf(f, "file_gib: %.2f\n", (double)p->file_size / (1024.0 * 1024 * 1024));

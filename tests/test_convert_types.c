@@ -173,14 +173,23 @@ Test(convert_types, plan_shows_types_and_rejects_bad_options)
     int rc = tu_sh(&log, "%s convert --plan '%s' --expert-type q4_k --trunk-type q6_k " RULES " 2>&1", PETREL_BIN,
                    fx);
     cr_assert_eq(rc, 0, "%s", log);
+    char want[64];
     cr_assert(strstr(log, "type_rule: blk\\.[24]\\.ffn_down_exps=q2_k matches 2 tensors"), "%s", log);
     cr_assert(strstr(log, "rule_tensor: blk.4.ffn_down_exps.weight q4_0 "), "%s", log);
     cr_assert(strstr(log, "rule_tensor: token_embd.weight q5_1 "), "%s", log);
     cr_assert(strstr(log, "fallbacks: 28"), "%s", log);
     cr_assert(strstr(log, "type_mix: f32 32 "), "%s", log);
+    // Blocks 2 and 4 hold Q4_0 down experts, block 3 IQ4_XS gate/up: one expert
+    // is 128 x 256 values per matrix (Q4_K 144, Q5_0 22 x 8, Q4_0 18 x 8,
+    // IQ4_XS 136 bytes per 256 values).
+    snprintf(want, sizeof want, "  block 1: %d\n", 128 * (144 + 144 + 176));
+    cr_assert(strstr(log, want), "want %s in %s", want, log);
+    snprintf(want, sizeof want, "  block 2: %d\n", 128 * (144 + 144 + 144));
+    cr_assert(strstr(log, want), "want %s in %s", want, log);
+    snprintf(want, sizeof want, "  block 3: %d\n", 128 * (136 + 136 + 176));
+    cr_assert(strstr(log, want), "want %s in %s", want, log);
     // bytes of the Q4_K type: the gate/up experts of blocks 1, 2, 4 and the
     // MTP block, 16 experts of 128 x 256 values, 144 bytes per 256.
-    char want[64];
     snprintf(want, sizeof want, "bytes_q4_k: %d\n", 6 * 16 * 128 * 256 / 256 * 144);
     cr_assert(strstr(log, want), "want %s in %s", want, log);
     free(log);
