@@ -44,6 +44,9 @@ static void put4x2(float *y, float db, uint32_t g1, uint32_t g2, uint8_t signs)
     }
 }
 
+// IQ2_XXS: per 32-block 8 bytes: 4 grid indices (8 values each) and a u32
+// of 4 x 7 sign bits | 4-bit scale s << 28; value = d * (0.5 + s) * 0.25 *
+// grid byte, negated where its sign bit is set (the 8th from ksigns).
 void pt_deq_iq2_xxs(const void *src, float *y, int64_t n)
 {
     assert(n % QK_K == 0);
@@ -60,6 +63,8 @@ void pt_deq_iq2_xxs(const void *src, float *y, int64_t n)
     }
 }
 
+// IQ2_XS: one u16 per 8 values (9-bit grid index | 7-bit ksigns index << 9),
+// a 4-bit scale per 16 values; value = d * (0.5 + s) * 0.25 * grid byte * sign.
 void pt_deq_iq2_xs(const void *src, float *y, int64_t n)
 {
     assert(n % QK_K == 0);
@@ -77,6 +82,8 @@ void pt_deq_iq2_xs(const void *src, float *y, int64_t n)
     }
 }
 
+// IQ2_S: 10-bit grid index (qs byte | 2 bits of qh) and a plain sign byte
+// per 8 values, a 4-bit scale per 16; value as IQ2_XS.
 void pt_deq_iq2_s(const void *src, float *y, int64_t n)
 {
     assert(n % QK_K == 0);
@@ -94,6 +101,8 @@ void pt_deq_iq2_s(const void *src, float *y, int64_t n)
     }
 }
 
+// IQ3_XXS: one 4-value grid index per byte, per 32-block a u32 of 4 x 7
+// sign bits | scale s << 28; value = d * (0.5 + s) * 0.5 * grid byte * sign.
 void pt_deq_iq3_xxs(const void *src, float *y, int64_t n)
 {
     assert(n % QK_K == 0);
@@ -120,6 +129,8 @@ static inline void iq3s_idx(const pt_blk_iq3_s *b, int ib, int l, int *i1, int *
     *i2 = q[2 * l + 1] | ((b->qh[ib] << (7 - 2 * l)) & 256);
 }
 
+// IQ3_S: 9-bit 4-value grid indices (qs byte | one qh bit), plain sign
+// bytes, a 4-bit scale s per 32; value = d * (1 + 2 s) * grid byte * sign.
 void pt_deq_iq3_s(const void *src, float *y, int64_t n)
 {
     assert(n % QK_K == 0);
@@ -138,6 +149,9 @@ void pt_deq_iq3_s(const void *src, float *y, int64_t n)
     }
 }
 
+// IQ1_S: 11-bit grid index per 8 values (qs byte | 3 bits of the block's
+// u16 qh), per 32-block a 3-bit scale s and a delta sign in qh;
+// value = d * (2 s + 1) * (grid value + delta), delta = +-1/8.
 void pt_deq_iq1_s(const void *src, float *y, int64_t n)
 {
     assert(n % QK_K == 0);
@@ -174,6 +188,9 @@ static inline int iq1m_ls(const pt_blk_iq1_m *b, int ib, int h)
     return 2 * ((sc >> (6 * (ib % 2) + 3 * h)) & 7) + 1;
 }
 
+// IQ1_M: as IQ1_S with a delta sign per 8 values (bit 3 of each qh nibble)
+// and a 3-bit scale per 16; d is an fp16 spread over the scale words' top
+// nibbles.
 void pt_deq_iq1_m(const void *src, float *y, int64_t n)
 {
     assert(n % QK_K == 0);
@@ -192,6 +209,7 @@ void pt_deq_iq1_m(const void *src, float *y, int64_t n)
     }
 }
 
+// IQ4_NL: 32-value blocks of fp16 d and 16 nibble bytes; value = d * level.
 void pt_deq_iq4_nl(const void *src, float *y, int64_t n)
 {
     assert(n % QK == 0);
@@ -213,6 +231,8 @@ static inline int iq4xs_ls(const pt_blk_iq4_xs *b, int ib)
     return (lo | hi << 4) - 32;
 }
 
+// IQ4_XS: IQ4_NL's levels with a 6-bit scale l per 32 (offset 32) under one
+// fp16 d per 256; value = d * (l - 32) * level.
 void pt_deq_iq4_xs(const void *src, float *y, int64_t n)
 {
     assert(n % QK_K == 0);
