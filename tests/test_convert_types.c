@@ -355,3 +355,22 @@ Test(convert_types, pure_types_equal_llama_quantize_pure, .timeout = 600)
         check_recipe(labels[i], opts);
     }
 }
+
+// The rules are part of a conversion's identity: the same command finds the
+// file up to date, another rule refuses to overwrite it without --force.
+Test(convert_types, rules_are_part_of_the_identity, .timeout = 120)
+{
+    char *dir = tu_tmpdir("convrules"), *fx = tu_fixture("tiny-dsv3"), *log = NULL;
+    const char *cmd = "%s convert '%s' -o '%s/r.gguf' --expert-type q4_k --type-rule '%s' 2>&1";
+    cr_assert_eq(tu_sh(&log, cmd, PETREL_BIN, fx, dir, "blk\\.2\\.=q6_k"), 0, "%s", log);
+    free(log);
+    cr_assert_eq(tu_sh(&log, cmd, PETREL_BIN, fx, dir, "blk\\.2\\.=q6_k"), 0, "%s", log);
+    cr_assert(strstr(log, "is complete and up to date"), "%s", log);
+    free(log);
+    cr_assert_neq(tu_sh(&log, cmd, PETREL_BIN, fx, dir, "blk\\.3\\.=q6_k"), 0, "%s", log);
+    cr_assert(strstr(log, "differs from what this command would write"), "%s", log);
+    free(log);
+    free(fx);
+    tu_rmrf(dir);
+    free(dir);
+}
