@@ -1,9 +1,10 @@
-// kernels/qt_quantize_x8.c — the scale searches of the K quantisers run on
-// eight groups at once, one group per SIMD lane, for speed (the searches
-// are ~99% of Q2_K / Q4_K / Q5_K / Q6_K quantisation time).
+// kernels/qt_quantize_x8.c — the scale searches of the K and IQ4
+// quantisers run on eight groups at once, one group per SIMD lane, for speed
+// (the searches are nearly all of their quantisation time; ~10x for Q4_K).
 //
 // Bit-exactness: each lane performs exactly the scalar search's sequence of
-// f32 operations (qt_quantize_k.c, itself ggml's), in the same order: only
+// f32 operations (qt_quantize_k.c / qt_quantize_iq4.c, themselves ggml's),
+// in the same order: only
 // independent groups run side by side, every reduction stays sequential
 // within its lane, branches become per-lane selects, and nothing is fused
 // (ISO C: no fp contraction; no FMA in the vectors). GCC vector extensions
