@@ -4,10 +4,10 @@
 //
 // Bit-exactness: each lane performs exactly the scalar search's sequence of
 // f32 operations (qt_quantize_k.c / qt_quantize_iq4.c, themselves ggml's),
-// in the same order: only
-// independent groups run side by side, every reduction stays sequential
-// within its lane, branches become per-lane selects, and nothing is fused
-// (ISO C: no fp contraction; no FMA in the vectors). GCC vector extensions
+// in the same order: only independent groups run side by side, every
+// reduction stays sequential within its lane, branches become per-lane
+// selects, and nothing is fused (ISO C: no fp contraction; no FMA in the
+// vectors). GCC vector extensions
 // keep the code portable; on x86-64 an AVX2 clone is picked at run time.
 #include "kernels/qt_quantize_util.h"
 
