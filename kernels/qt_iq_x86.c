@@ -176,11 +176,17 @@ static TGTI __m256i fold_pairs(__m256i r0, __m256i r1, __m256i r2, __m256i r3)
 // d_w[b] * d_x[b] of blocks b0 .. b0 + 7 (exact products of fp16 values).
 static TGTI __m256 iq4nl_scales8(const pt_blk_iq4_nl *x, const block_q8_0 *y)
 {
-    const __m128i dw = _mm_setr_epi16((short)pt_iq_u16(x[0].d), (short)pt_iq_u16(x[1].d), (short)pt_iq_u16(x[2].d),
-                                      (short)pt_iq_u16(x[3].d), (short)pt_iq_u16(x[4].d), (short)pt_iq_u16(x[5].d),
-                                      (short)pt_iq_u16(x[6].d), (short)pt_iq_u16(x[7].d));
-    const __m128i dx = _mm_setr_epi16((short)y[0].d, (short)y[1].d, (short)y[2].d, (short)y[3].d, (short)y[4].d,
-                                      (short)y[5].d, (short)y[6].d, (short)y[7].d);
+    // four fp16 scales per 64-bit word, assembled in general registers
+    // (fewer vector-shuffle uops than eight 16-bit inserts)
+    uint64_t w0 = 0, w1 = 0, x0 = 0, x1 = 0;
+    for (int k = 0; k < 4; k++) {
+        w0 |= (uint64_t)pt_iq_u16(x[k].d) << 16 * k;
+        w1 |= (uint64_t)pt_iq_u16(x[k + 4].d) << 16 * k;
+        x0 |= (uint64_t)y[k].d << 16 * k;
+        x1 |= (uint64_t)y[k + 4].d << 16 * k;
+    }
+    const __m128i dw = _mm_insert_epi64(_mm_cvtsi64_si128((long long)w0), (long long)w1, 1);
+    const __m128i dx = _mm_insert_epi64(_mm_cvtsi64_si128((long long)x0), (long long)x1, 1);
     return _mm256_mul_ps(_mm256_cvtph_ps(dw), _mm256_cvtph_ps(dx));
 }
 
