@@ -65,6 +65,12 @@ void pt_inspect_print_mix(const gguf_file *g, FILE *f)
                 (unsigned long long)n[ty][0], (unsigned long long)bytes[ty][0], (unsigned long long)n[ty][1],
                 (unsigned long long)bytes[ty][1]);
     }
+    int n_missing = 0;
+    for (uint32_t ty = 0; ty < NTYPE; ty++)
+        if ((n[ty][0] || n[ty][1]) && !pt_dtype_valid(ty))
+            fprintf(f, "%s%s", n_missing++ ? ", " : "  Petrel cannot compute (no kernels for): ", tname(ty));
+    if (n_missing)
+        fprintf(f, "\n");
     if (max_layer < 0)
         return;
     // One expert's slices per MoE block (types may differ by block in mixed files).
