@@ -15,6 +15,7 @@
 #include "kernels/qt_blocks.h"
 
 #if defined(__x86_64__)
+#include <assert.h>
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -116,7 +117,8 @@ TGT2I __m128 reduce_pair(sb_sums a, sb_sums b)
 // The row loop of every K-type kernel: super-blocks in pairs through
 // SUMS(block, activation block) -> sb_sums, then the contract's f32 steps
 // in super-block order (with the min step, scale field DMIN, when HAS_MIN).
-#define K_ROW_LOOP(BLK, SUMS, HAS_MIN, DMIN)                                                            \
+#define K_ROW_LOOP(BLK, SUMS, HAS_MIN, DMIN)                                                        \
+    assert(n % QK_K == 0);                                                                          \
     const BLK *b = w;                                                                               \
     const block_q8_K *x = xq;                                                                       \
     const int64_t nb = n / QK_K;                                                                    \

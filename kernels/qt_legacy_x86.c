@@ -13,6 +13,7 @@
 #include "kernels/qt_blocks.h"
 
 #if defined(__x86_64__)
+#include <assert.h>
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -71,6 +72,7 @@ TGTI float q8_block(const float *x, int8_t *qs, int32_t *sum)
 
 TGT void pt_actq_q8_0_avx2(const float *x, void *dst, int64_t n)
 {
+    assert(n % 32 == 0);
     block_q8_0 *y = dst;
     for (int64_t b = 0; b < n / 32; b++) {
         int32_t sum;
@@ -81,6 +83,7 @@ TGT void pt_actq_q8_0_avx2(const float *x, void *dst, int64_t n)
 
 TGT void pt_actq_q8_1_avx2(const float *x, void *dst, int64_t n)
 {
+    assert(n % 32 == 0);
     block_q8_1 *y = dst;
     for (int64_t b = 0; b < n / 32; b++) {
         int32_t sum;
@@ -109,6 +112,7 @@ TGTI __m256i group_sums8(const __m256i *v)
 // (the packs saturation), bsums, d = 1 / iscale.
 TGT void pt_actq_q8_k_avx2(const float *x, void *dst, int64_t n)
 {
+    assert(n % QK_K == 0);
     block_q8_K *y = dst;
     const __m256 sign = _mm256_set1_ps(-0.0f);
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
@@ -199,13 +203,21 @@ TGTI float reduce8(__m256 a)
     return _mm_cvtss_f32(t);
 }
 
-// 8 fp16 values at p + k * stride as f32
+TGTI short ld16s(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return (short)v;
+}
+
+// 8 fp16 values at p + k * stride as f32 (inserted one by one: a store to
+// memory and a wide reload would stall store forwarding)
 TGTI __m256 fp16x8(const uint8_t *p, size_t stride)
 {
-    uint16_t h[8];
-    for (int k = 0; k < 8; k++)
-        memcpy(&h[k], p + k * stride, 2);
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    const __m128i h = _mm_setr_epi16(ld16s(p), ld16s(p + stride), ld16s(p + 2 * stride), ld16s(p + 3 * stride),
+                                     ld16s(p + 4 * stride), ld16s(p + 5 * stride), ld16s(p + 6 * stride),
+                                     ld16s(p + 7 * stride));
+    return _mm256_cvtph_ps(h);
 }
 
 // The three kernels share one loop: BLK the weight block, XB the activation
@@ -213,6 +225,7 @@ TGTI __m256 fp16x8(const uint8_t *p, size_t stride)
 // subtracted from the quants (Q5_0, through the sign trick) and HAS_M the
 // min term (m_w at byte 2 of the weight block, s_x at byte 2 of Q8_1).
 #define LEGACY_LOOP(BLK, XB, QH, OFF, HAS_M)                                                         \
+    assert(n % 32 == 0);                                                                             \
     const BLK *wb = w;                                                                               \
     const XB *xb = xq;                                                                               \
     const int64_t nb = n / 32;                                                                       \
