@@ -50,7 +50,9 @@ enum { PT_QPATH_SCALAR = 0, PT_QPATH_AVX2 = 1, PT_QPATH_AVX512 = 2, PT_QPATH_N =
 
 // ggml's dequantize_row_<type>: n values (n a multiple of blck).
 typedef void (*pt_dequant_fn)(const void *src, float *y, int64_t n);
-// ggml's quantize_row_<type>_ref (no importance matrix), byte for byte.
+// What llama-quantize writes without an importance matrix, byte for byte:
+// quantize_row_<type>_ref for most types; for IQ4_NL / IQ4_XS the scale
+// search of quantize_iq4_nl / quantize_iq4_xs (kernels/qt_quantize.h).
 typedef void (*pt_quant_fn)(const float *x, void *dst, int64_t n);
 // Activation quantiser into the act type's ggml block layout.
 typedef void (*pt_actq_fn)(const float *x, void *dst, int64_t n);
