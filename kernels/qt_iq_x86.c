@@ -610,4 +610,53 @@ TGT512 float pt_vdot_iq4_xs_avx512(const void *w, const void *xq, int64_t n)
     return acc;
 }
 
+// ---- AVX-512: IQ2_XXS with 512-bit registers and mask negation ------------
+// (pdep: every AVX-512 BW CPU has BMI2)
+#define TGT512B __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,bmi2")))
+
+// The 4 sign bytes of an IQ2_XXS / IQ3_XXS 32-block: 4 x 7 stored bits
+// (bits 0..27 of aux) spread to bytes, bit 7 of each = parity of its 7
+// (a SWAR fold: bit 0 of byte k ends up as the xor of its 8 bits).
+static inline __attribute__((target("bmi2"), always_inline)) uint32_t ksigns4(uint32_t aux)
+{
+    const uint32_t s = _pdep_u32(aux, 0x7f7f7f7fu);
+    uint32_t t = s ^ (s >> 4);
+    t ^= t >> 2;
+    t ^= t >> 1;
+    return s | (t & 0x01010101u) << 7;
+}
+
+// Two 32-blocks per step: 8 grid entries in one register, the 64 sign bits
+// as a mask that negates the activation quants, the two blocks' scales
+// picked from one vector of the 8 (word 4 ib of the qword lanes).
+TGT512B float pt_vdot_iq2_xxs_avx512(const void *w, const void *xq, int64_t n)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_iq2_xxs *x = w;
+    const block_q8_K *y = xq;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m512i raw = _mm512_loadu_si512((const void *)x[i].qs);
+        const __m512i ls = _mm512_add_epi64(_mm512_slli_epi64(_mm512_srli_epi64(raw, 60), 1), _mm512_set1_epi64(1));
+        __m512i sum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int ib = 0; ib < 8; ib += 2) {
+            const uint8_t *q = x[i].qs + 8 * ib;
+            const __m512i g = _mm512_set_epi64((int64_t)pt_iq2xxs_grid[q[11]], (int64_t)pt_iq2xxs_grid[q[10]],
+                                               (int64_t)pt_iq2xxs_grid[q[9]], (int64_t)pt_iq2xxs_grid[q[8]],
+                                               (int64_t)pt_iq2xxs_grid[q[3]], (int64_t)pt_iq2xxs_grid[q[2]],
+                                               (int64_t)pt_iq2xxs_grid[q[1]], (int64_t)pt_iq2xxs_grid[q[0]]);
+            const __mmask64 neg = (__mmask64)ksigns4(pt_iq_u32(q + 4)) | (__mmask64)ksigns4(pt_iq_u32(q + 12)) << 32;
+            const __m512i q8 = _mm512_loadu_si512((const void *)(y[i].qs + 32 * ib));
+            const __m512i q8s = _mm512_mask_sub_epi8(q8, neg, _mm512_setzero_si512(), q8);
+            const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi16((int16_t)(4 * ib)), _mm256_set1_epi16((int16_t)(4 * ib + 4)), 1);
+            const __m512i sc = _mm512_permutexvar_epi16(pick, ls);
+            sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(g, q8s), sc));
+        }
+        const float ds = 0.125f * h2f(x[i].d) * y[i].d;
+        acc = fmaf(ds, (float)_mm512_reduce_add_epi32(sum), acc);
+    }
+    return acc;
+}
+
 #endif
