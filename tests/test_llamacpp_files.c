@@ -83,6 +83,11 @@ static void check_file(const char *label, const char *path_override)
         dq_llama = r.max_dq_llama > dq_llama ? r.max_dq_llama : dq_llama;
         cr_expect(r.max_diff <= LC_TOL_Q, "%s case %d: max abs diff %g over the %d rows before the first routing "
                   "difference (> %g)", label, k, r.max_diff, r.rows_same_route, LC_TOL_Q);
+        // One token: no earlier position whose activations could round
+        // differently, only this one's: float-rounding agreement expected.
+        if (k == 0)
+            cr_expect(r.rows_tight == 1, "%s case 0 (one token): max abs diff %g > %g", label, r.max_diff_all,
+                      LC_TIGHT);
         cr_expect(r.max_dq <= 1.5f * r.max_dq_llama + 0.05f,
                   "%s case %d: %g from llama.cpp's dequantised run, llama.cpp itself %g", label, k, r.max_dq,
                   r.max_dq_llama);
@@ -193,4 +198,41 @@ Test(llamacpp_files, unequal_expert_slots_and_split_reads)
     }
     free(ref);
     free(path);
+}
+
+// `petrel logits` on a file without a tokenizer (tokenizer.ggml.model =
+// "none", as every fixture here), opened by a later part of a split: runs
+// from token ids and writes llama.cpp's logits (case 1, 7 rows, all before
+// any routing difference).
+Test(llamacpp_files, cli_logits_without_tokenizer)
+{
+    char *model = tu_fixture("llamacpp/split/tiny-dsv3-Q4_K_M-00002-of-00003.gguf");
+    char *dir = tu_tmpdir("llamacpp-cli");
+    size_t n;
+    int32_t *tok = tu_golden_i32("case1_tokens.i32.bin", &n);
+    char ids[256] = "";
+    for (size_t i = 0; i < n; i++)
+        snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%d", i ? "," : "", tok[i]);
+    char *out = NULL;
+    int rc = tu_sh(&out, "'%s' logits -m '%s' --ids %s -t 2 --usage none -o '%s/l.f32' 2>&1", PETREL_BIN, model, ids,
+                   dir);
+    cr_assert_eq(rc, 0, "petrel logits failed: %s", out ? out : "");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/l.f32", dir);
+    size_t len = 0;
+    float *got = tu_read(path, &len);
+    cr_assert(got && len == n * LC_VOCAB * sizeof(float), "%zu bytes of logits", len);
+    float *ref = lc_fixture("logits", "Q4_K_M", 1, "f32", len);
+    cr_assert(ref);
+    for (size_t t = 0; t < n; t++) {
+        float d = lc_row_diff(got + t * LC_VOCAB, ref + t * LC_VOCAB);
+        cr_expect(d <= LC_TIGHT, "row %zu: max abs diff %g", t, d);
+    }
+    free(ref);
+    free(got);
+    free(out);
+    free(tok);
+    tu_rmrf(dir);
+    free(dir);
+    free(model);
 }
