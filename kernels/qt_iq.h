@@ -34,7 +34,7 @@ void pt_deq_iq1_m(const void *src, float *y, int64_t n);
 float pt_vdot_iq1_m_scalar(const void *w, const void *xq, int64_t n);
 
 // SIMD paths (qt_iq_x86.c): AVX2 for every type; AVX-512 for IQ4_NL,
-// IQ4_XS and IQ2_XXS (the others take their AVX2 function on that path).
+// IQ4_XS, IQ2_XXS, IQ2_XS and IQ2_S (the others take their AVX2 function on that path).
 #if defined(__x86_64__)
 float pt_vdot_iq2_xxs_avx2(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq2_xs_avx2(const void *w, const void *xq, int64_t n);
@@ -46,13 +46,13 @@ float pt_vdot_iq2_s_avx2(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq4_xs_avx2(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq1_m_avx2(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq2_xxs_avx512(const void *w, const void *xq, int64_t n);
+float pt_vdot_iq2_xs_avx512(const void *w, const void *xq, int64_t n);
+float pt_vdot_iq2_s_avx512(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq4_nl_avx512(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq4_xs_avx512(const void *w, const void *xq, int64_t n);
-#define pt_vdot_iq2_xs_avx512 NULL
 #define pt_vdot_iq3_xxs_avx512 NULL
 #define pt_vdot_iq1_s_avx512 NULL
 #define pt_vdot_iq3_s_avx512 NULL
-#define pt_vdot_iq2_s_avx512 NULL
 #define pt_vdot_iq1_m_avx512 NULL
 #else
 #define pt_vdot_iq2_xxs_avx2 NULL

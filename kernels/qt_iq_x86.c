@@ -659,4 +659,88 @@ TGT512B float pt_vdot_iq2_xxs_avx512(const void *w, const void *xq, int64_t n)
     return acc;
 }
 
+// The 16 half scales 2 s + 1 of an IQ2_XS / IQ2_S super-block as words
+// 0..15 of a 512-bit register, and the pick of blocks ib, ib + 1 from it
+// (words 0..7 <- half 2 ib, 8..15 <- 2 ib + 1, 16..31 <- the next block's).
+static inline __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline))
+__m512i iq2_half_scales512(const uint8_t *scales)
+{
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m128i sc = _mm_loadl_epi64((const __m128i *)scales);
+    const __m128i h = _mm_unpacklo_epi8(_mm_and_si128(sc, m4), _mm_and_si128(_mm_srli_epi16(sc, 4), m4));
+    return _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_add_epi8(_mm_add_epi8(h, h), _mm_set1_epi8(1))));
+}
+static inline __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline))
+__m512i iq2_pair_scales512(__m512i hs, int ib)
+{
+    const __m256i lo = _mm256_set_m128i(_mm_set1_epi16((int16_t)(2 * ib + 1)), _mm_set1_epi16((int16_t)(2 * ib)));
+    const __m256i hi = _mm256_set_m128i(_mm_set1_epi16((int16_t)(2 * ib + 3)), _mm_set1_epi16((int16_t)(2 * ib + 2)));
+    return _mm512_permutexvar_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), hs);
+}
+
+// IQ2_XS: as IQ2_XXS, the 7-bit sign fields of a block's four u16 words
+// gathered with pext.
+TGT512B float pt_vdot_iq2_xs_avx512(const void *w, const void *xq, int64_t n)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_iq2_xs *x = w;
+    const block_q8_K *y = xq;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m512i hs = iq2_half_scales512(x[i].scales);
+        __m512i sum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int ib = 0; ib < 8; ib += 2) {
+            uint64_t v0, v1;
+            memcpy(&v0, x[i].qs + 8 * ib, 8);
+            memcpy(&v1, x[i].qs + 8 * ib + 8, 8);
+            const __m512i g = _mm512_set_epi64(
+                (int64_t)pt_iq2xs_grid[(v1 >> 48) & 511], (int64_t)pt_iq2xs_grid[(v1 >> 32) & 511],
+                (int64_t)pt_iq2xs_grid[(v1 >> 16) & 511], (int64_t)pt_iq2xs_grid[v1 & 511],
+                (int64_t)pt_iq2xs_grid[(v0 >> 48) & 511], (int64_t)pt_iq2xs_grid[(v0 >> 32) & 511],
+                (int64_t)pt_iq2xs_grid[(v0 >> 16) & 511], (int64_t)pt_iq2xs_grid[v0 & 511]);
+            const uint64_t fm = 0xfe00fe00fe00fe00ull;
+            const __mmask64 neg = (__mmask64)ksigns4((uint32_t)_pext_u64(v0, fm)) |
+                                  (__mmask64)ksigns4((uint32_t)_pext_u64(v1, fm)) << 32;
+            const __m512i q8 = _mm512_loadu_si512((const void *)(y[i].qs + 32 * ib));
+            const __m512i q8s = _mm512_mask_sub_epi8(q8, neg, _mm512_setzero_si512(), q8);
+            sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(g, q8s), iq2_pair_scales512(hs, ib)));
+        }
+        const float ds = 0.125f * h2f(x[i].d) * y[i].d;
+        acc = fmaf(ds, (float)_mm512_reduce_add_epi32(sum), acc);
+    }
+    return acc;
+}
+
+// IQ2_S: its sign bytes are the negation mask as they are stored.
+TGT512B float pt_vdot_iq2_s_avx512(const void *w, const void *xq, int64_t n)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_iq2_s *x = w;
+    const block_q8_K *y = xq;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m512i hs = iq2_half_scales512(x[i].scales);
+        __m512i sum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int ib = 0; ib < 8; ib += 2) {
+            const uint8_t *qs = x[i].qs + 4 * ib;
+            const int h0 = x[i].qh[ib], h1 = x[i].qh[ib + 1];
+            const __m512i g = _mm512_set_epi64(
+                (int64_t)pt_iq2s_grid[qs[7] | ((h1 << 2) & 0x300)], (int64_t)pt_iq2s_grid[qs[6] | ((h1 << 4) & 0x300)],
+                (int64_t)pt_iq2s_grid[qs[5] | ((h1 << 6) & 0x300)], (int64_t)pt_iq2s_grid[qs[4] | ((h1 << 8) & 0x300)],
+                (int64_t)pt_iq2s_grid[qs[3] | ((h0 << 2) & 0x300)], (int64_t)pt_iq2s_grid[qs[2] | ((h0 << 4) & 0x300)],
+                (int64_t)pt_iq2s_grid[qs[1] | ((h0 << 6) & 0x300)], (int64_t)pt_iq2s_grid[qs[0] | ((h0 << 8) & 0x300)]);
+            uint64_t m;
+            memcpy(&m, x[i].signs + 4 * ib, 8);
+            const __m512i q8 = _mm512_loadu_si512((const void *)(y[i].qs + 32 * ib));
+            const __m512i q8s = _mm512_mask_sub_epi8(q8, (__mmask64)m, _mm512_setzero_si512(), q8);
+            sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(g, q8s), iq2_pair_scales512(hs, ib)));
+        }
+        const float ds = 0.125f * h2f(x[i].d) * y[i].d;
+        acc = fmaf(ds, (float)_mm512_reduce_add_epi32(sum), acc);
+    }
+    return acc;
+}
+
 #endif
