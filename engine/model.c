@@ -180,8 +180,10 @@ static bool yarn_active(const pt_hparams *hp)
 // Checks one present tensor against its spec: shape, and a type Petrel computes.
 static int check_tensor(const petrel_model *m, const pt_tensor_spec *s, const gguf_tensor *t, pt_err *err)
 {
-    bool same = t->n_dims == s->n_dims;
-    for (uint32_t d = 0; same && d < s->n_dims; d++)
+    // Dimensions past n_dims are 1 on both sides: a writer that stores a
+    // trailing 1 ({256, 512, 1}) describes the same shape (as for ggml).
+    bool same = true;
+    for (uint32_t d = 0; same && d < GGUF_MAX_DIMS; d++)
         same = t->ne[d] == s->ne[d];
     if (!same) {
         char want[96], got[96];

@@ -11,7 +11,7 @@
 #include "petrel.h"
 #include "tests/testutil.h"
 
-enum edit { DROP_TENSOR, RESHAPE_TENSOR, CHANGE_U32, EXTRA_TENSOR, RETYPE_TENSOR, DROP_PREFIX, EXTRA_F32_KEY };
+enum edit { DROP_TENSOR, RESHAPE_TENSOR, CHANGE_U32, EXTRA_TENSOR, RETYPE_TENSOR, DROP_PREFIX, EXTRA_F32_KEY, TRAILING_ONE };
 
 // Copies the GGUF at in to out with one edit applied to `name` (a tensor
 // or a u32 metadata key).
@@ -66,6 +66,8 @@ static void rewrite(const char *in, const char *out, enum edit ed, const char *n
             t.ne[0] = t.ne[1];
             t.ne[1] = a;
         }
+        if (ed == TRAILING_ONE && !strcmp(t.name, name) && t.n_dims < 4)
+            t.ne[t.n_dims++] = 1; // same shape, one more stored dimension
         if (ed == RETYPE_TENSOR && !strcmp(t.name, name))
             t.type = value; // (the data are the first bytes of the old ones: never computed)
         gguf_w_tensor(w, t.name, t.n_dims, t.ne, t.type);
@@ -193,6 +195,23 @@ Test(model_badinput, mtp_block_absent_runs_without_mtp)
     petrel_model_close(a);
     petrel_model_close(b);
     free(tok);
+    tu_rmrf(dir);
+    free(dir);
+    free(model);
+}
+
+// A stored trailing dimension of 1 ({256, 176, 1}) is the same shape.
+Test(model_badinput, trailing_dimension_of_one_loads)
+{
+    char *model = tu_tiny_model("f32");
+    char *dir = tu_tmpdir("badmodel");
+    char out[1024];
+    snprintf(out, sizeof out, "%s/trail.gguf", dir);
+    rewrite(model, out, TRAILING_ONE, "blk.2.attn_kv_a_mqa.weight", 0);
+    char err[1024] = "";
+    petrel_model *m = petrel_model_open(out, NULL, err, sizeof err);
+    cr_expect_not_null(m, "%s", err);
+    petrel_model_close(m);
     tu_rmrf(dir);
     free(dir);
     free(model);
