@@ -90,6 +90,18 @@ TGT2I __m256i evenodd16(__m128i s8, bool is_signed)
     return is_signed ? _mm256_cvtepi8_epi16(p) : _mm256_cvtepu8_epi16(p);
 }
 
+// Bit k of every byte of v moved to bit `to` (others cleared): one 16-bit
+// shift and a mask; bits crossing a byte boundary are masked off.
+TGT2I __m256i bit_to(__m256i v, int k, int to)
+{
+    const __m256i m = _mm256_set1_epi8((char)(1 << to));
+    if (k < to)
+        return _mm256_and_si256(_mm256_slli_epi16(v, to - k), m);
+    if (k > to)
+        return _mm256_and_si256(_mm256_srli_epi16(v, k - to), m);
+    return _mm256_and_si256(v, m);
+}
+
 TGT2I __m256i dot_sc_avx2(__m256i q, const int8_t *x, __m256i sc)
 {
     return _mm256_madd_epi16(sc, _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)x)));
@@ -168,7 +180,7 @@ TGT2 float pt_vdot_q4_k_avx2(const void *w, const void *xq, int64_t n)
 // Q5_K: Q4_K with the fifth bit k of qh[l] added as 16 to value 32k + l.
 TGT2I sb_sums sums_q5_k_avx2(const pt_blk_q5_k *b, const block_q8_K *x)
 {
-    const __m256i m4 = _mm256_set1_epi8(0xF), m16 = _mm256_set1_epi8(16);
+    const __m256i m4 = _mm256_set1_epi8(0xF);
     const __m256i sm = k4_scales16(b->scales);
     const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
     const __m128i bs2 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
@@ -180,8 +192,7 @@ TGT2I sb_sums sums_q5_k_avx2(const pt_blk_q5_k *b, const block_q8_K *x)
     for (int c = 0; c < 4; c++) {
         const __m256i qb = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
         // bit 2c (2c + 1) of each byte moved to bit 4
-        const __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hb, 2 * c), 4), m16);
-        const __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hb, 2 * c + 1), 4), m16);
+        const __m256i h0 = bit_to(hb, 2 * c, 4), h1 = bit_to(hb, 2 * c + 1, 4);
         const __m256i ql = _mm256_or_si256(_mm256_and_si256(qb, m4), h0);
         const __m256i qh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4), h1);
         s0 = _mm256_add_epi32(s0, dot_sc_avx2(ql, x->qs + 64 * c, bcast_sc(sc, 2 * c)));
@@ -250,7 +261,7 @@ TGT2I __m128i q3k_scales8(const pt_blk_q3_k *b, const block_q8_K *x, __m256i *of
 
 TGT2I sb_sums sums_q3_k_avx2(const pt_blk_q3_k *b, const block_q8_K *x)
 {
-    const __m256i m3 = _mm256_set1_epi8(3), m4b = _mm256_set1_epi8(4);
+    const __m256i m3 = _mm256_set1_epi8(3);
     __m256i off;
     const __m256i sc = evenodd16(q3k_scales8(b, x, &off), true);
     const __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
@@ -263,8 +274,7 @@ TGT2I sb_sums sums_q3_k_avx2(const pt_blk_q3_k *b, const block_q8_K *x)
         for (int s = 0; s < 4; s += 2) {
             const int k = 4 * h + s;
             // bit k (k + 1) of each hmask byte moved to bit 2
-            const __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hm, k), 2), m4b);
-            const __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hm, k + 1), 2), m4b);
+            const __m256i h0 = bit_to(hm, k, 2), h1 = bit_to(hm, k + 1, 2);
             const __m256i q0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 2 * s), m3), h0);
             const __m256i q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 2 * s + 2), m3), h1);
             s0 = _mm256_add_epi32(s0, dot_sc_avx2(q0, xh + 32 * s, bcast_sc(sc, 4 * h + s)));
@@ -323,13 +333,29 @@ TGT2 float pt_vdot_q6_k_avx2(const void *w, const void *xq, int64_t n)
 // replaces AVX2's maddubs + madd + add. The scale vector of each register
 // comes from one vpermw of the super-block's int16 scales.
 
-// 32 bytes broadcast to both halves, the upper half shifted right by `hi`
-// bits per 16-bit lane and the lower by `lo`.
-TGT5I __m512i bcast_shift(const uint8_t *p, int lo, int hi)
+// Constant vectors as tables (loaded as memory operands; built in
+// registers they were rematerialised inside the loops).
+#define HALVES16(a, b) {a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b}
+// per-16-bit-lane shift counts: low half, high half
+static const int16_t cnt_tab[4][32] __attribute__((aligned(64))) = {
+    HALVES16(0, 4), HALVES16(0, 2), HALVES16(4, 6), HALVES16(4, 2)};
+enum { CNT_0_4, CNT_0_2, CNT_4_6, CNT_4_2 };
+#define BITS32(a) a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a
+// bytes: bit 2k in the low half, bit 2k + 1 in the high half
+static const uint8_t bitpair[4][64] __attribute__((aligned(64))) = {
+    {BITS32(0x01), BITS32(0x02)}, {BITS32(0x04), BITS32(0x08)}, {BITS32(0x10), BITS32(0x20)}, {BITS32(0x40), BITS32(0x80)}};
+
+TGT5I __m512i cnt_vec(int k)
+{
+    return _mm512_load_si512(cnt_tab[k]);
+}
+
+// 32 bytes broadcast to both halves of a zmm, then each 16-bit lane
+// shifted right by the counts of cnt_tab[k] (low half, high half).
+TGT5I __m512i bcast_shift(const uint8_t *p, int k)
 {
     const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
-    const __m512i cnt = _mm512_inserti64x4(_mm512_set1_epi16((short)lo), _mm256_set1_epi16((short)hi), 1);
-    return _mm512_srlv_epi16(v, cnt);
+    return _mm512_srlv_epi16(v, cnt_vec(k));
 }
 
 // vpermw index vectors: lane group g (of `per` int16 lanes) gets scale
@@ -371,8 +397,8 @@ TGT5I sb_sums sums_q4_k_512(const pt_blk_q4_k *b, const block_q8_K *x)
     #pragma GCC unroll 4
     for (int c = 0; c < 4; c += 2) {
         // chunk c: values 64c .. 64c + 63 = blocks 2c (low nibbles), 2c + 1
-        const __m512i q0 = _mm512_and_si512(bcast_shift(b->qs + 32 * c, 0, 4), m4);
-        const __m512i q1 = _mm512_and_si512(bcast_shift(b->qs + 32 * c + 32, 0, 4), m4);
+        const __m512i q0 = _mm512_and_si512(bcast_shift(b->qs + 32 * c, CNT_0_4), m4);
+        const __m512i q1 = _mm512_and_si512(bcast_shift(b->qs + 32 * c + 32, CNT_0_4), m4);
         s0 = dot_sc_512(s0, q0, x->qs + 64 * c, _mm512_permutexvar_epi16(sc_index(2 * c, 16), sc));
         s1 = dot_sc_512(s1, q1, x->qs + 64 * c + 64, _mm512_permutexvar_epi16(sc_index(2 * c + 2, 16), sc));
     }
@@ -397,10 +423,8 @@ TGT5I sb_sums sums_q5_k_512(const pt_blk_q5_k *b, const block_q8_K *x)
     #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
         // fifth bits: bit 2c for the low half of the register, 2c + 1 for the high
-        const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * c))),
-                                               _mm256_set1_epi8((char)(1 << (2 * c + 1))), 1);
-        const __mmask64 k = _mm512_test_epi8_mask(hb, bit);
-        __m512i q = _mm512_and_si512(bcast_shift(b->qs + 32 * c, 0, 4), m4);
+        const __mmask64 k = _mm512_test_epi8_mask(hb, _mm512_load_si512(bitpair[c]));
+        __m512i q = _mm512_and_si512(bcast_shift(b->qs + 32 * c, CNT_0_4), m4);
         q = _mm512_mask_add_epi8(q, k, q, m16);
         const __m512i scv = _mm512_permutexvar_epi16(sc_index(2 * c, 16), sc);
         if (c % 2 == 0)
@@ -428,8 +452,8 @@ TGT5I sb_sums sums_q2_k_512(const pt_blk_q2_k *b, const block_q8_K *x)
     #pragma GCC unroll 4
     for (int h = 0; h < 2; h++) {
         // half h: shifts 0 / 2 give values 128h + 0..63, shifts 4 / 6 the rest
-        const __m512i q0 = _mm512_and_si512(bcast_shift(b->qs + 32 * h, 0, 2), m3);
-        const __m512i q1 = _mm512_and_si512(bcast_shift(b->qs + 32 * h, 4, 6), m3);
+        const __m512i q0 = _mm512_and_si512(bcast_shift(b->qs + 32 * h, CNT_0_2), m3);
+        const __m512i q1 = _mm512_and_si512(bcast_shift(b->qs + 32 * h, CNT_4_6), m3);
         s0 = dot_sc_512(s0, q0, x->qs + 128 * h, _mm512_permutexvar_epi16(sc_index(8 * h, 8), sc));
         s1 = dot_sc_512(s1, q1, x->qs + 128 * h + 64, _mm512_permutexvar_epi16(sc_index(8 * h + 4, 8), sc));
     }
@@ -452,11 +476,9 @@ TGT5I sb_sums sums_q3_k_512(const pt_blk_q3_k *b, const block_q8_K *x)
     for (int p = 0; p < 4; p++) {
         // values 64p .. 64p + 63: half h = p / 2, low-bit shifts 4(p%2) and +2,
         // high bits k = 2p and 2p + 1
-        const int h = p / 2, sh = 4 * (p % 2);
-        const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * p))),
-                                               _mm256_set1_epi8((char)(1 << (2 * p + 1))), 1);
-        const __mmask64 k = _mm512_test_epi8_mask(hm, bit);
-        __m512i q = _mm512_and_si512(bcast_shift(b->qs + 32 * h, sh, sh + 2), m3);
+        const int h = p / 2;
+        const __mmask64 k = _mm512_test_epi8_mask(hm, _mm512_load_si512(bitpair[p]));
+        __m512i q = _mm512_and_si512(bcast_shift(b->qs + 32 * h, p % 2 ? CNT_4_6 : CNT_0_2), m3);
         q = _mm512_mask_add_epi8(q, k, q, m4b);
         const __m512i scv = _mm512_permutexvar_epi16(sc_index(4 * p, 8), sc);
         if (p % 2 == 0)
@@ -488,8 +510,8 @@ TGT5I sb_sums sums_q6_k_512(const pt_blk_q6_k *b, const block_q8_K *x)
         const __m512i l = _mm512_loadu_si512(b->ql + 64 * h);
         const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
         // high bits to bit 4: shifts left 4 / 2 (low register), 0 / right 2 (high)
-        const __m512i hl = _mm512_sllv_epi16(hb, _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1));
-        const __m512i hh = _mm512_srlv_epi16(hb, _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1));
+        const __m512i hl = _mm512_sllv_epi16(hb, cnt_vec(CNT_4_2));
+        const __m512i hh = _mm512_srlv_epi16(hb, cnt_vec(CNT_0_2));
         // nibble | (high & 0x30) in one vpternlog (0xF8: a | (b & c))
         const __m512i q0 = _mm512_ternarylogic_epi32(_mm512_and_si512(l, m4), hl, m30, 0xF8);
         const __m512i q1 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), hh, m30, 0xF8);
