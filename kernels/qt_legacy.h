@@ -15,7 +15,7 @@ float pt_vdot_q4_1_avx2(const void *w, const void *xq, int64_t n);
 #else
 #define pt_vdot_q4_1_avx2 NULL
 #endif
-#define pt_vdot_q4_1_avx512 NULL
+#define pt_vdot_q4_1_avx512 NULL // the AVX2 kernel is as fast
 void pt_deq_q5_0(const void *src, float *y, int64_t n);
 float pt_vdot_q5_0_scalar(const void *w, const void *xq, int64_t n);
 #if defined(__x86_64__)
@@ -23,7 +23,11 @@ float pt_vdot_q5_0_avx2(const void *w, const void *xq, int64_t n);
 #else
 #define pt_vdot_q5_0_avx2 NULL
 #endif
+#if defined(__x86_64__)
+float pt_vdot_q5_0_avx512(const void *w, const void *xq, int64_t n);
+#else
 #define pt_vdot_q5_0_avx512 NULL
+#endif
 void pt_deq_q5_1(const void *src, float *y, int64_t n);
 float pt_vdot_q5_1_scalar(const void *w, const void *xq, int64_t n);
 #if defined(__x86_64__)
@@ -31,7 +35,11 @@ float pt_vdot_q5_1_avx2(const void *w, const void *xq, int64_t n);
 #else
 #define pt_vdot_q5_1_avx2 NULL
 #endif
+#if defined(__x86_64__)
+float pt_vdot_q5_1_avx512(const void *w, const void *xq, int64_t n);
+#else
 #define pt_vdot_q5_1_avx512 NULL
+#endif
 
 // Activation quantisers (pt_actq_fn) into ggml's block_q8_0 / block_q8_1 /
 // block_q8_K layouts, rounding exactly as ggml's x86 build quantises

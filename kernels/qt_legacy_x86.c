@@ -1,5 +1,5 @@
 // kernels/qt_legacy_x86.c — AVX2 activation quantisers (Q8_0, Q8_1, Q8_K)
-// and AVX2 dot products of Q4_1, Q5_0, Q5_1, bit-identical to the scalar
+// and AVX2 / AVX-512 dot products of Q4_1, Q5_0, Q5_1, bit-identical to the scalar
 // code of qt_legacy.c. Compiled per function with target attributes.
 //
 // Quantisers: the same IEEE operations as the scalar ones, with
@@ -180,10 +180,19 @@ TGTI __m256i quants32(const uint8_t *qs, const uint8_t *qh)
     return v;
 }
 
-// exact int32 partial sums (8 lanes) of unsigned u (0..31) times signed x
-TGTI __m256i dot_u(__m256i u, const int8_t *x)
+// exact int32 partial sums (8 lanes) of unsigned u (0..31) times signed x:
+// maddubs + madd (AVX2), or one vpdpbusd (AVX-512 VNNI)
+TGTI __m256i dot_u(__m256i u, __m256i x)
 {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_loadu_si256((const __m256i *)x)), _mm256_set1_epi16(1));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1));
+}
+
+#define TGT5 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define TGT5I __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"), always_inline)) static inline
+
+TGT5I __m256i dot_u_vnni(__m256i u, __m256i x)
+{
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, x);
 }
 
 // 8 block vectors -> lane j = sum of vector j's lanes (exact)
@@ -223,8 +232,9 @@ TGTI __m256 fp16x8(const uint8_t *p, size_t stride)
 // The three kernels share one loop: BLK the weight block, XB the activation
 // block, QH the fifth bits of block i + k (NULL for Q4_1), OFF whether 16 is
 // subtracted from the quants (Q5_0, through the sign trick) and HAS_M the
-// min term (m_w at byte 2 of the weight block, s_x at byte 2 of Q8_1).
-#define LEGACY_LOOP(BLK, XB, QH, OFF, HAS_M)                                                         \
+// min term (m_w at byte 2 of the weight block, s_x at byte 2 of Q8_1); DOT
+// the block product (dot_u or dot_u_vnni).
+#define LEGACY_LOOP(BLK, XB, QH, OFF, HAS_M, DOT)                                                      \
     assert(n % 32 == 0);                                                                             \
     const BLK *wb = w;                                                                               \
     const XB *xb = xq;                                                                               \
@@ -239,13 +249,12 @@ TGTI __m256 fp16x8(const uint8_t *p, size_t stride)
                 continue;                                                                            \
             }                                                                                        \
             const __m256i u = quants32(wb[i + k].qs, QH);                                            \
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)xb[i + k].qs);                    \
             if (OFF) { /* (u - 16) * x = |u - 16| * sign(x, u - 16) */                               \
                 const __m256i sq = _mm256_sub_epi8(u, _mm256_set1_epi8(16));                         \
-                s[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(sq),                   \
-                           _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xb[i + k].qs), sq)), \
-                           _mm256_set1_epi16(1));                                                    \
+                s[k] = DOT(_mm256_abs_epi8(sq), _mm256_sign_epi8(xv, sq));                           \
             } else {                                                                                 \
-                s[k] = dot_u(u, xb[i + k].qs);                                                       \
+                s[k] = DOT(u, xv);                                                                   \
             }                                                                                        \
         }                                                                                            \
         const __m256 sf = _mm256_cvtepi32_ps(fold8(s));                                              \
@@ -281,17 +290,29 @@ TGTI __m256 fp16x8(const uint8_t *p, size_t stride)
 
 TGT float pt_vdot_q4_1_avx2(const void *w, const void *xq, int64_t n)
 {
-    LEGACY_LOOP(pt_blk_q4_1, block_q8_1, NULL, 0, 1)
+    LEGACY_LOOP(pt_blk_q4_1, block_q8_1, NULL, 0, 1, dot_u)
 }
 
 TGT float pt_vdot_q5_0_avx2(const void *w, const void *xq, int64_t n)
 {
-    LEGACY_LOOP(pt_blk_q5_0, block_q8_0, wb[i + k].qh, 1, 0)
+    LEGACY_LOOP(pt_blk_q5_0, block_q8_0, wb[i + k].qh, 1, 0, dot_u)
 }
 
 TGT float pt_vdot_q5_1_avx2(const void *w, const void *xq, int64_t n)
 {
-    LEGACY_LOOP(pt_blk_q5_1, block_q8_1, wb[i + k].qh, 0, 1)
+    LEGACY_LOOP(pt_blk_q5_1, block_q8_1, wb[i + k].qh, 0, 1, dot_u)
+}
+
+// AVX-512 VNNI (on 256-bit registers): the same loop with vpdpbusd (Q4_1
+// gains nothing from it and keeps the AVX2 kernel on that path)
+TGT5 float pt_vdot_q5_0_avx512(const void *w, const void *xq, int64_t n)
+{
+    LEGACY_LOOP(pt_blk_q5_0, block_q8_0, wb[i + k].qh, 1, 0, dot_u_vnni)
+}
+
+TGT5 float pt_vdot_q5_1_avx512(const void *w, const void *xq, int64_t n)
+{
+    LEGACY_LOOP(pt_blk_q5_1, block_q8_1, wb[i + k].qh, 0, 1, dot_u_vnni)
 }
 
 #endif
