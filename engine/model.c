@@ -418,6 +418,13 @@ petrel_model *petrel_model_open(const char *path, const petrel_model_params *par
     m->gguf = gguf_open(path, &err);
     if (!m->gguf)
         goto fail;
+    if (m->gguf->n_parts > 1 && strcmp(m->path, m->gguf->path) != 0) {
+        // A split model opened by a later part is named by part 1 (messages,
+        // the usage file MODEL.usage): the same model whichever part was given.
+        free(m->path);
+        m->path = strdup(m->gguf->path);
+        path = m->path;
+    }
     const char *arch = gguf_get_str(m->gguf, "general.architecture", NULL);
     if (arch && strcmp(arch, "deepseek2") != 0) {
         pt_errf(&err, "%s: general.architecture is '%s', Petrel runs 'deepseek2'", path, arch);

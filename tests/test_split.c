@@ -110,6 +110,7 @@ Test(split, logits_from_last_part)
     char err[1024] = "";
     petrel_model *m = lc_open(p, err, sizeof err);
     cr_assert(m, "%s", err);
+    cr_expect(strstr(petrel_model_path(m), "-00001-of-00003.gguf"), "model named %s", petrel_model_path(m));
     lc_result r;
     lc_run_case(m, "Q4_K_M", 1, &r);
     cr_expect_eq(r.rows_same_route, 7);
