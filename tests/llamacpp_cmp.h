@@ -51,7 +51,7 @@ typedef struct lc_result {
     float max_dq_llama;   // max |llama.cpp - llama.cpp dequantised| over the same rows
 } lc_result;
 
-static void lc_sort4(int32_t *v)
+static inline void lc_sort4(int32_t *v)
 {
     for (int i = 1; i < LC_TOPK; i++)
         for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
@@ -61,7 +61,7 @@ static void lc_sort4(int32_t *v)
         }
 }
 
-static void lc_on_route(void *user, int layer, int32_t pos, const int32_t *ids, const float *w, int n)
+static inline void lc_on_route(void *user, int layer, int32_t pos, const int32_t *ids, const float *w, int n)
 {
     (void)w;
     lc_routes *r = user;
@@ -72,7 +72,7 @@ static void lc_on_route(void *user, int layer, int32_t pos, const int32_t *ids, 
     r->seen[layer][pos] = 1;
 }
 
-static float lc_row_diff(const float *a, const float *b)
+static inline float lc_row_diff(const float *a, const float *b)
 {
     float m = 0;
     for (int i = 0; i < LC_VOCAB; i++) {
@@ -83,7 +83,7 @@ static float lc_row_diff(const float *a, const float *b)
     return m;
 }
 
-static int lc_argmax(const float *a)
+static inline int lc_argmax(const float *a)
 {
     int best = 0;
     for (int i = 1; i < LC_VOCAB; i++)
@@ -93,7 +93,7 @@ static int lc_argmax(const float *a)
 }
 
 // Reads a fixture file of llama.cpp's outputs (NULL if absent) and checks its length.
-static void *lc_fixture(const char *dir, const char *label, int k, const char *ext, size_t want)
+static inline void *lc_fixture(const char *dir, const char *label, int k, const char *ext, size_t want)
 {
     char rel[256];
     snprintf(rel, sizeof rel, "llamacpp/%s/tiny-dsv3-%s.case%d.%s", dir, label, k, ext);
@@ -108,7 +108,7 @@ static void *lc_fixture(const char *dir, const char *label, int k, const char *e
 
 // Opens a model with 2 threads (as llama.cpp's runs) and no usage file;
 // NULL with the message in err when Petrel refuses it.
-static petrel_model *lc_open(const char *path, char *err, size_t errlen)
+static inline petrel_model *lc_open(const char *path, char *err, size_t errlen)
 {
     petrel_model_params mp = petrel_model_default_params();
     mp.n_threads = 2;
@@ -118,7 +118,7 @@ static petrel_model *lc_open(const char *path, char *err, size_t errlen)
 
 // Runs golden case k through model m as one batch (a fresh context) and
 // compares with llama.cpp's logits / routing / dequantised logits for LABEL.
-static void lc_run_case(petrel_model *m, const char *label, int k, lc_result *r)
+static inline void lc_run_case(petrel_model *m, const char *label, int k, lc_result *r)
 {
     const int n = lc_case_len[k];
     char name[64], err[1024];
@@ -192,7 +192,7 @@ static void lc_run_case(petrel_model *m, const char *label, int k, lc_result *r)
 // row with Petrel's decoders (ggml's dequantize_row_*, bit for bit: the
 // samples/ tests check that). This is what llama-quantize ... F32 made for
 // logits_dequant/, so Petrel on the copy must give those logits.
-static void lc_write_dequant_copy(const char *src, const char *dst)
+static inline void lc_write_dequant_copy(const char *src, const char *dst)
 {
     pt_err err = {{0}};
     gguf_file *g = gguf_open(src, &err);
@@ -241,7 +241,7 @@ static void lc_write_dequant_copy(const char *src, const char *dst)
 // quantisation on either side, so no routing flips are expected; the
 // first routing difference, against the quantised run's routing, is not
 // the right cut here). Returns the max abs diff over all 105 rows.
-static float lc_dequant_max_diff(petrel_model *m, const char *label, int *argmax_same)
+static inline float lc_dequant_max_diff(petrel_model *m, const char *label, int *argmax_same)
 {
     float worst = 0;
     *argmax_same = 0;
