@@ -235,6 +235,12 @@ int pt_hparams_from_gguf(const gguf_file *g, pt_hparams *hp, pt_err *err)
                        st->type == GGUF_STRING ? st->str.s : "?");
     }
 
+    // Attention temperature tuning (Mistral Large 3 ships as deepseek2 with
+    // it): Petrel's attention has no such term.
+    if (gguf_get(g, ARCH "attention.temperature_scale"))
+        return pt_errf(err, "%s: key '" ARCH "attention.temperature_scale' (attention temperature tuning) is not "
+                            "supported", g->path);
+
     // Gating: llama.cpp also has 3 (sqrt-softplus, other architectures).
     if (hp->gating != 1 && hp->gating != 2)
         return pt_errf(err, "%s: key '" ARCH "expert_gating_func' = %u is not supported (1 softmax, 2 sigmoid)",

@@ -216,3 +216,7 @@ Test(model_badinput, trailing_dimension_of_one_loads)
     free(dir);
     free(model);
 }
+Test(model_badinput, attention_temperature_unsupported)
+{
+    expect_refused(EXTRA_F32_KEY, "deepseek2.attention.temperature_scale", 1, "deepseek2.attention.temperature_scale");
+}
