@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/util.h"
 
@@ -314,9 +315,31 @@ pt_tokenizer *pt_tokenizer_open(const char *model_gguf, const char *tokenizer_js
         gguf_close(g);
         return t;
     }
+    // a folder: tiktoken (tiktoken.model) or a tokenizer.json inside it
+    struct stat st;
+    char *inside = NULL;
+    if (!stat(tokenizer_json, &st) && S_ISDIR(st.st_mode)) {
+        if (pt_tokenizer_is_tiktoken_dir(tokenizer_json))
+            return pt_tokenizer_load_tiktoken(tokenizer_json, err);
+        inside = malloc(strlen(tokenizer_json) + 32);
+        assert(inside);
+        sprintf(inside, "%s/tokenizer.json", tokenizer_json);
+        tokenizer_json = inside;
+    } else {
+        const char *base = strrchr(tokenizer_json, '/');
+        base = base ? base + 1 : tokenizer_json;
+        if (!strcmp(base, "tiktoken.model")) {
+            char *dir = strndup(tokenizer_json, (size_t)(base - tokenizer_json));
+            pt_tokenizer *t = pt_tokenizer_load_tiktoken(*dir ? dir : ".", err);
+            free(dir);
+            return t;
+        }
+    }
     pt_tokenizer *t = pt_tokenizer_load(tokenizer_json, err);
-    if (!t)
+    if (!t) {
+        free(inside);
         return NULL;
+    }
     // tokenizer_config.json next to it, when there is one
     size_t n = strlen(tokenizer_json);
     char *cfg = malloc(n + 32);
@@ -329,10 +352,12 @@ pt_tokenizer *pt_tokenizer_open(const char *model_gguf, const char *tokenizer_js
         fclose(f);
         if (pt_tokenizer_load_config(t, cfg, err) < 0) {
             free(cfg);
+            free(inside);
             pt_tokenizer_free(t);
             return NULL;
         }
     }
     free(cfg);
+    free(inside);
     return t;
 }

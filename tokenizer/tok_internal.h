@@ -163,6 +163,8 @@ struct pt_tokenizer {
     int32_t *eog;          // (n_eog,) extra end-of-generation ids
     int n_eog;
 
+    char *tiktoken_pat;    // tiktoken kind: the pattern as written (Rust syntax); NULL otherwise
+
     tok_cache *cache;
 };
 
@@ -196,6 +198,25 @@ pcre2_code *tok_regex_compile(const char *pattern, bool literal, const char *whe
 // Unicode tables lack but HF's Oniguruma has, as a PCRE2 class body
 // ("\\x{..}-\\x{..}..."); NULL if none (tok_unicode.c).
 const char *tok_unicode_extra(const char *prop, size_t len);
+
+// ---- tiktoken kind (tok_tiktoken.c, tok_tiktoken_re.c) -----------------------
+// Kimi-K2's pre-tokenizer pattern in tiktoken's (Rust fancy-regex) syntax.
+extern const char tok_kimi_pattern[];
+// Translates a Rust-syntax pattern into a PCRE2 pattern that matches the
+// same pieces (malloc'ed); NULL with a reason in msg when it uses syntax
+// the translation does not cover.
+char *tok_tiktoken_translate(const char *pattern, char *msg, size_t msg_len);
+// Translates and compiles (UTF, UCP, JIT); NULL + err naming `where`.
+pcre2_code *tok_tiktoken_compile(const char *pattern, const char *where, pt_err *err);
+// A tiktoken tokenizer from GGUF-style tokens (byte-level spelling; types
+// 1 normal = rank = id, 3/4 special, 5 unused) and a pattern.
+pt_tokenizer *tok_tiktoken_from_tokens(const char *name, const gguf_str *toks, const int32_t *types, uint64_t n,
+                                       const char *pattern, pt_err *err);
+// The merges llama.cpp's converter derives from the ranks ("a b" in
+// byte-level spelling, rank order): for each token, tiktoken's rule with
+// lower ranks only; a token that ends as two parts gives a merge. Returns
+// the count; *out is malloc'ed, as is each string.
+int32_t tok_tiktoken_merges(const pt_tokenizer *t, char ***out);
 
 // Builds tries once t->added is complete.
 void tok_trie_build(tok_trie *tr, const pt_tokenizer *t, bool normalized);

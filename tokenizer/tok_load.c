@@ -265,7 +265,9 @@ static int parse_model(pt_tokenizer *t, json_object *m, json_object *added, pt_e
         return pt_errf(err, "%s: field 'model.vocab': missing or not an object", t->name);
     if (!merges || !json_object_is_type(merges, json_type_array))
         return pt_errf(err, "%s: field 'model.merges': missing or not an array", t->name);
-    if (jstr(m, "continuing_subword_prefix") || jstr(m, "end_of_word_suffix"))
+    // an empty prefix / suffix means none (Qwen3's and many others' files say "")
+    const char *csp = jstr(m, "continuing_subword_prefix"), *eow = jstr(m, "end_of_word_suffix");
+    if ((csp && *csp) || (eow && *eow))
         return pt_errf(err, "%s: field 'model.continuing_subword_prefix': subword prefixes/suffixes are not supported",
                        t->name);
     t->ignore_merges = jbool(m, "ignore_merges", false);
@@ -543,6 +545,7 @@ void pt_tokenizer_free(pt_tokenizer *t)
     free(t->eos_str);
     free(t->chat_template);
     free(t->eog);
+    free(t->tiktoken_pat);
     tok_cache_free(t->cache);
     free(t->name);
     free(t);

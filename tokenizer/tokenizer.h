@@ -34,8 +34,24 @@ int pt_tokenizer_load_config(pt_tokenizer *t, const char *config_path, pt_err *e
 // a message saying text commands are unavailable for that tokenizer type.
 pt_tokenizer *pt_tokenizer_from_gguf(const gguf_file *g, pt_err *err);
 void pt_tokenizer_free(pt_tokenizer *t);
+// Loads a tiktoken folder (tokenizer/tok_tiktoken.c): tiktoken.model (the
+// rank file), tokenizer_config.json (special tokens in
+// added_tokens_decoder, bos/eos, chat template), an optional pat_str.txt
+// (the pre-tokenizer pattern in tiktoken's Rust syntax; Kimi-K2's pattern
+// when absent) and an optional chat_template.jinja. NULL + err naming the
+// file and line / field.
+pt_tokenizer *pt_tokenizer_load_tiktoken(const char *dir, pt_err *err);
+// True when dir holds a tiktoken.model.
+bool pt_tokenizer_is_tiktoken_dir(const char *dir);
+// The pieces a tiktoken pattern (Rust syntax; NULL = Kimi-K2's) cuts text
+// into, as tiktoken's find_iter does: *spans gets 2 offsets (start, end)
+// per piece (malloc'ed). Returns the piece count, or -1 + err when the
+// pattern cannot be translated.
+int64_t pt_tiktoken_split(const char *pattern, const char *text, size_t len, size_t **spans, pt_err *err);
 // Opens from exactly one of: a model GGUF, or a tokenizer.json (plus the
-// tokenizer_config.json beside it, if present). For the CLI and the server.
+// tokenizer_config.json beside it, if present), or a folder holding either
+// a tiktoken.model (see pt_tokenizer_load_tiktoken) or a tokenizer.json.
+// For the CLI and the server.
 pt_tokenizer *pt_tokenizer_open(const char *model_gguf, const char *tokenizer_json, pt_err *err);
 
 // Writes the tokenizer into GGUF metadata (the converter calls this):
