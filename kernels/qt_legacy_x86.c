@@ -173,7 +173,7 @@ TGTI __m256i quants32(const uint8_t *qs, const uint8_t *qh)
         const __m256i hb = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h),
                                                _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
                                                                 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-        const __m256i bit = _mm256_set1_epi64x(0x8040201008040201ll);
+        const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
         const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), bit);
         v = _mm256_or_si256(v, _mm256_and_si256(set, _mm256_set1_epi8(16)));
     }
