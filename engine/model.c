@@ -268,7 +268,9 @@ static int validate_tensors(petrel_model *m, pt_tensor_spec *specs, int n_specs,
         const pt_tensor_spec *s = &specs[i];
         const gguf_tensor *t = gguf_find_tensor(g, s->name);
         if (!t) {
-            if (s->optional || replaced(m, s))
+            // exp_probs_b: DeepSeek-V2 / V2.5 have no routing bias (llama.cpp:
+            // not required); the router then ranks the plain scores.
+            if (s->optional || replaced(m, s) || (s->role == PT_ROLE_BIAS && s->layer >= 0))
                 continue;
             return pt_errf(err, "%s: missing tensor '%s'", m->path, s->name);
         }

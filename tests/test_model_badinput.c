@@ -220,3 +220,25 @@ Test(model_badinput, attention_temperature_unsupported)
 {
     expect_refused(EXTRA_F32_KEY, "deepseek2.attention.temperature_scale", 1, "deepseek2.attention.temperature_scale");
 }
+
+// No exp_probs_b (DeepSeek-V2 / V2.5): loads and runs, routing without a bias.
+Test(model_badinput, no_routing_bias_loads)
+{
+    char *model = tu_tiny_model("f32");
+    char *dir = tu_tmpdir("badmodel");
+    char out[1024];
+    snprintf(out, sizeof out, "%s/nobias.gguf", dir);
+    rewrite(model, out, DROP_TENSOR, "blk.2.exp_probs_b.bias", 0);
+    char err[1024] = "";
+    petrel_model *m = petrel_model_open(out, NULL, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    petrel_context *c = petrel_context_new(m, NULL, err, sizeof err);
+    cr_assert(c, "%s", err);
+    const int32_t tok[3] = {5, 6, 7};
+    cr_expect_eq(petrel_decode(c, tok, NULL, 3, PETREL_LOGITS_ALL), 0, "%s", petrel_context_error(c));
+    petrel_context_free(c);
+    petrel_model_close(m);
+    tu_rmrf(dir);
+    free(dir);
+    free(model);
+}
