@@ -1,6 +1,6 @@
 // cli/cmd_detokenize.c — `petrel detokenize`: token ids -> text.
 //
-//   petrel detokenize (-m MODEL.gguf | --tokenizer tokenizer.json)
+//   petrel detokenize (-m MODEL.gguf | --tokenizer (tokenizer.json | DIR))
 //                     [--skip-special] (IDS | -)
 // IDS: integers separated by commas, spaces or brackets ("1,2,3", "[1, 2]");
 // "-" reads them from stdin. Prints the decoded text exactly (invalid UTF-8
@@ -15,7 +15,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: petrel detokenize (-m MODEL.gguf | --tokenizer tokenizer.json) [--skip-special] (IDS | -)\n"
+    fprintf(f, "usage: petrel detokenize (-m MODEL.gguf | --tokenizer (tokenizer.json | DIR)) [--skip-special] (IDS | -)\n"
                "  IDS             e.g. 1,2,3 or \"[1, 2, 3]\"; '-' reads them from stdin\n"
                "  --skip-special  leave out special tokens\n");
 }

@@ -1,7 +1,9 @@
 // cli/cmd_tokenize.c — `petrel tokenize`: text -> token ids.
 //
-//   petrel tokenize (-m MODEL.gguf | --tokenizer tokenizer.json) [--no-special]
+//   petrel tokenize (-m MODEL.gguf | --tokenizer (tokenizer.json | DIR)) [--no-special]
 //                   [--add-special] (TEXT | - | --jsonl FILE)
+// DIR: a folder holding tokenizer.json, or a tiktoken folder (tiktoken.model
+// + tokenizer_config.json [+ pat_str.txt]).
 // TEXT: ids comma-separated on one line ("-" reads raw bytes from stdin).
 // --jsonl FILE: the "text" field of every line, one JSON array per line.
 #include <json-c/json.h>
@@ -15,8 +17,10 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: petrel tokenize (-m MODEL.gguf | --tokenizer tokenizer.json) [--no-special] [--add-special]\n"
+    fprintf(f, "usage: petrel tokenize (-m MODEL.gguf | --tokenizer (tokenizer.json | DIR)) [--no-special] [--add-special]\n"
                "                       (TEXT | - | --jsonl FILE)\n"
+               "  DIR            a folder with tokenizer.json, or a tiktoken folder (tiktoken.model,\n"
+               "                 tokenizer_config.json, optional pat_str.txt; Kimi-K2's pattern without it)\n"
                "  TEXT           text to encode; '-' reads raw bytes from stdin ('-- TEXT' if it starts with '-')\n"
                "  --jsonl FILE   encode the \"text\" field of every line; one JSON array of ids per line\n"
                "  --no-special   special-token text is plain text (HF split_special_tokens)\n"

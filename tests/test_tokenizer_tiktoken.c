@@ -323,3 +323,173 @@ Test(tiktoken, tiny_kimi_folder)
     tu_rmrf(d);
     free(d);
 }
+
+// ---- GGUF ---------------------------------------------------------------------------
+
+static char *write_gguf(gguf_writer *w, const char *tag)
+{
+    char *d = tu_tmpdir(tag), *p = malloc(strlen(d) + 16);
+    sprintf(p, "%s/t.gguf", d);
+    free(d);
+    uint64_t hl;
+    void *h = gguf_writer_header(w, &hl);
+    FILE *f = fopen(p, "wb");
+    cr_assert(f && fwrite(h, 1, hl, f) == hl);
+    fclose(f);
+    free(h);
+    return p;
+}
+
+static pt_tokenizer *reload(const char *path)
+{
+    pt_err err = {{0}};
+    gguf_file *g = gguf_open(path, &err);
+    cr_assert(g, "%s", err.msg);
+    pt_tokenizer *t = pt_tokenizer_from_gguf(g, &err);
+    cr_assert(t, "%s", err.msg);
+    gguf_close(g);
+    return t;
+}
+
+// Stored in a GGUF and read back, cl100k still gives every reference id.
+Test(tiktoken, cl100k_gguf_roundtrip)
+{
+    char *dir = tu_fixture("tokenizer/tiktoken/cl100k");
+    gguf_writer *w = gguf_writer_new(32);
+    pt_err err = {{0}};
+    cr_assert_eq(pt_tokenizer_write_gguf(dir, NULL, w, &err), 0, "%s", err.msg);
+    char *path = write_gguf(w, "tikgguf");
+    gguf_writer_free(w);
+    pt_tokenizer *t = reload(path);
+    gguf_file *g = gguf_open(path, &err);
+    const char *pre = gguf_get_str(g, "tokenizer.ggml.pre", &err);
+    cr_assert_str_eq(pre, "llama-bpe"); // cl100k's pattern is Llama-3's regex
+    cr_assert_null(gguf_get(g, "petrel.tokenizer.json"));
+    gguf_close(g);
+    cr_assert_eq(pt_tokenizer_vocab_size(t), 100514);
+    cr_assert_eq(pt_tokenizer_eos(t), 100257);
+    check_all_cases(t);
+    pt_tokenizer_free(t);
+    free(path);
+    free(dir);
+}
+
+static const char TINY_MODEL[] = "YQ== 0\nYg== 1\nYw== 2\nYWI= 3\nYWJj 4\nIA== 5\n";
+static const char TINY_CFG[] = "{\"added_tokens_decoder\": {\"6\": {\"content\": \"[BOS]\"},"
+                               " \"7\": {\"content\": \"[EOS]\"}, \"8\": {\"content\": \"<|im_end|>\"}},"
+                               " \"bos_token\": \"[BOS]\", \"eos_token\": \"[EOS]\"}";
+
+// The merges written for llama.cpp are what its converter derives: for
+// each token, tiktoken's rule over lower ranks only; two parts left = a
+// merge. ab (rank 3) = a + b; abc (rank 4): a+b merges (rank 3), ab+c is
+// rank 4, not below 4, so ab c.
+Test(tiktoken, merges_for_llamacpp)
+{
+    char *d = make_dir("tikmerges", TINY_MODEL, TINY_CFG, NULL);
+    gguf_writer *w = gguf_writer_new(32);
+    pt_err err = {{0}};
+    cr_assert_eq(pt_tokenizer_write_gguf(d, NULL, w, &err), 0, "%s", err.msg);
+    char *path = write_gguf(w, "tikmerges2");
+    gguf_writer_free(w);
+    gguf_file *g = gguf_open(path, &err);
+    cr_assert(g, "%s", err.msg);
+    const gguf_kv *m = gguf_get(g, "tokenizer.ggml.merges"), *tk = gguf_get(g, "tokenizer.ggml.tokens");
+    const gguf_kv *ty = gguf_get(g, "tokenizer.ggml.token_type");
+    cr_assert(m && m->n == 2);
+    const gguf_str *ms = m->arr, *ts = tk->arr;
+    cr_assert_str_eq(ms[0].s, "a b");
+    cr_assert_str_eq(ms[1].s, "ab c");
+    cr_assert_str_eq(ts[5].s, "\xc4\xa0"); // the space in GPT-2's byte alphabet
+    cr_assert_str_eq(ts[8].s, "<|im_end|>");
+    cr_assert_eq(((const int32_t *)ty->arr)[8], 3);
+    cr_assert_eq(((const int32_t *)ty->arr)[2], 1);
+    cr_assert_str_eq(gguf_get_str(g, "tokenizer.ggml.pre", &err), "kimi-k2");
+    gguf_close(g);
+    free(path);
+    tu_rmrf(d);
+    free(d);
+}
+
+// A Kimi-K2 GGUF as llama.cpp writes it (gpt2 tokens and merges, pre
+// "kimi-k2", no Petrel key) loads as tiktoken with Kimi's pattern.
+Test(tiktoken, llamacpp_kimi_gguf)
+{
+    const char *toks[9] = {"a", "b", "c", "ab", "abc", "\xc4\xa0", "[BOS]", "[EOS]", "<|im_end|>"};
+    int32_t types[9] = {1, 1, 1, 1, 1, 1, 3, 3, 3};
+    const char *merges[2] = {"a b", "ab c"};
+    gguf_writer *w = gguf_writer_new(32);
+    gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
+    gguf_w_str(w, "tokenizer.ggml.pre", "kimi-k2");
+    gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, 9);
+    gguf_w_arr_i32(w, "tokenizer.ggml.token_type", types, 9);
+    gguf_w_arr_str(w, "tokenizer.ggml.merges", merges, 2);
+    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 7);
+    char *path = write_gguf(w, "tikllama");
+    gguf_writer_free(w);
+    pt_tokenizer *t = reload(path);
+    int32_t *ids;
+    pt_err err = {{0}};
+    // "abc" whole; " abab" is one piece (space prefix, Ll+) -> space ab ab
+    int64_t n = pt_tokenizer_encode(t, "abc abab<|im_end|>", 18, true, false, &ids, &err);
+    int32_t want[] = {4, 5, 3, 3, 8};
+    cr_assert_eq(n, 5);
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(ids[i], want[i], "id %d: %d", i, ids[i]);
+    free(ids);
+    cr_assert_eq(pt_tokenizer_eos(t), 7);
+    pt_tokenizer_free(t);
+    free(path);
+}
+
+// tokenizer.json: an empty continuing_subword_prefix / end_of_word_suffix
+// means none (Qwen3's files say ""): it loads and encodes as without.
+Test(tiktoken, hf_empty_subword_prefix)
+{
+    const char *js = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2},"
+                     " \"merges\": [\"a b\"], \"continuing_subword_prefix\": \"\", \"end_of_word_suffix\": \"\"}}";
+    pt_err err = {{0}};
+    pt_tokenizer *t = pt_tokenizer_from_json(js, strlen(js), "mem", &err);
+    cr_assert(t, "%s", err.msg);
+    int32_t *ids;
+    cr_assert_eq(pt_tokenizer_encode(t, "ab", 2, true, false, &ids, &err), 1);
+    cr_assert_eq(ids[0], 2);
+    free(ids);
+    pt_tokenizer_free(t);
+    const char *bad = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [],"
+                      " \"continuing_subword_prefix\": \"##\"}}";
+    cr_assert_null(pt_tokenizer_from_json(bad, strlen(bad), "mem", &err));
+    cr_assert(strstr(err.msg, "continuing_subword_prefix"), "%s", err.msg);
+}
+
+// ---- the CLI -------------------------------------------------------------------------
+
+// `petrel tokenize --tokenizer DIR --jsonl FILE` prints, per line, the ids
+// with special-token strings recognised (ids_special); with --no-special,
+// the ids with them as text (ids).
+Test(tiktoken, cli_jsonl)
+{
+    char *dir = tu_fixture("tokenizer/tiktoken/cl100k");
+    const char *keys[2] = {"ids_special", "ids"};
+    for (int k = 0; k < 2; k++) {
+        char *out = NULL;
+        cr_assert_eq(tu_sh(&out, "%s tokenize --tokenizer %s --jsonl %s/cl100k_cases.jsonl %s", PETREL_BIN, dir, dir,
+                           k ? "--no-special" : ""),
+                     0);
+        size_t n;
+        json_object **cases = read_jsonl("tokenizer/tiktoken/cl100k/cl100k_cases.jsonl", &n);
+        char *save = NULL, *line = strtok_r(out, "\n", &save);
+        size_t i = 0;
+        for (; line && i < n; line = strtok_r(NULL, "\n", &save), i++) {
+            json_object *got = json_tokener_parse(line), *want;
+            json_object_object_get_ex(cases[i], keys[k], &want);
+            cr_assert(got && json_object_equal(got, want), "line %zu (%s) differs", i + 1, keys[k]);
+            json_object_put(got);
+        }
+        cr_assert_eq(i, n);
+        for (size_t j = 0; j < n; j++)
+            json_object_put(cases[j]);
+        free(cases);
+        free(out);
+    }
+    free(dir);
+}

@@ -1,7 +1,8 @@
 // tokenizer/tok_gguf.c — storing the tokenizer in GGUF metadata and loading
 // it back.
 //
-// Written keys (llama.cpp conventions plus one Petrel key):
+// Written keys (llama.cpp conventions plus one Petrel key; a tiktoken
+// tokenizer writes petrel.tokenizer.tiktoken_pattern instead of the json):
 //   tokenizer.ggml.model        "gpt2" (byte-level BPE)
 //   tokenizer.ggml.pre          "deepseek-v3", "llama-bpe", "qwen2", "gpt-2"
 //                               when the pre-tokenizer regexes match those,
@@ -84,9 +85,84 @@ int pt_tokenizer_write_gguf(const char *json_path, const char *config_path, gguf
     return pt_tokenizer_write_gguf_ex(json_path, config_path, true, w, err);
 }
 
+// The folder of a tiktoken source given as the folder itself or as its
+// tiktoken.model; NULL (nothing allocated) for anything else.
+static char *tiktoken_dir_of(const char *path)
+{
+    struct stat st;
+    if (!stat(path, &st) && S_ISDIR(st.st_mode))
+        return pt_tokenizer_is_tiktoken_dir(path) ? strdup(path) : NULL;
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (strcmp(base, "tiktoken.model"))
+        return NULL;
+    return base == path ? strdup(".") : strndup(path, (size_t)(base - path - 1));
+}
+
+// A tiktoken tokenizer as llama.cpp's converter writes Kimi-K2's: byte-level
+// tokens in id order, control types for the specials, the merges derived
+// from the ranks, pre "kimi-k2" (for Kimi's pattern; "llama-bpe" for
+// cl100k's, which is that regex), plus petrel.tokenizer.tiktoken_pattern
+// (the pattern as written) from which Petrel reloads it exactly.
+static int write_tiktoken(const char *dir, gguf_writer *w, pt_err *err)
+{
+    pt_tokenizer *t = pt_tokenizer_load_tiktoken(dir, err);
+    if (!t)
+        return -1;
+    int32_t n = t->n_vocab;
+    const char **toks = calloc((size_t)n, sizeof *toks);
+    char **pads = calloc((size_t)n, sizeof *pads);
+    int32_t *types = calloc((size_t)n, sizeof *types);
+    assert(toks && pads && types);
+    for (int32_t i = 0; i < n; i++) {
+        if (!t->tok_str[i]) {
+            char b[32];
+            snprintf(b, sizeof b, "[PAD%d]", i);
+            toks[i] = pads[i] = strdup(b);
+            types[i] = 5;
+            continue;
+        }
+        toks[i] = t->tok_str[i];
+        types[i] = (t->attr[i] & TOK_ATTR_SPECIAL) ? 3 : 1;
+    }
+    char **merges;
+    int32_t nm = tok_tiktoken_merges(t, &merges);
+    const char *pre = !strcmp(t->tiktoken_pat, tok_kimi_pattern) ? "kimi-k2"
+                      : !strcmp(t->tiktoken_pat, LLAMA3_RE)       ? "llama-bpe"
+                                                                  : "default";
+    gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
+    gguf_w_str(w, "tokenizer.ggml.pre", pre);
+    gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, (uint64_t)n);
+    gguf_w_arr_i32(w, "tokenizer.ggml.token_type", types, (uint64_t)n);
+    gguf_w_arr_str(w, "tokenizer.ggml.merges", (const char *const *)merges, (uint64_t)nm);
+    if (t->bos_id >= 0)
+        gguf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)t->bos_id);
+    if (t->eos_id >= 0)
+        gguf_w_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)t->eos_id);
+    if (t->chat_template)
+        gguf_w_str(w, "tokenizer.chat_template", t->chat_template);
+    gguf_w_str(w, "petrel.tokenizer.tiktoken_pattern", t->tiktoken_pat);
+    for (int32_t i = 0; i < nm; i++)
+        free(merges[i]);
+    free(merges);
+    for (int32_t i = 0; i < n; i++)
+        free(pads[i]);
+    free(pads);
+    free(toks);
+    free(types);
+    pt_tokenizer_free(t);
+    return 0;
+}
+
 int pt_tokenizer_write_gguf_ex(const char *json_path, const char *config_path, bool embed_json, gguf_writer *w,
                                pt_err *err)
 {
+    char *tdir = tiktoken_dir_of(json_path);
+    if (tdir) { // the folder's own tokenizer_config.json is read by the loader
+        int rc = write_tiktoken(tdir, w, err);
+        free(tdir);
+        return rc;
+    }
     size_t len;
     char *text = pt_read_file(json_path, &len, err);
     if (!text)
@@ -262,9 +338,29 @@ pt_tokenizer *pt_tokenizer_from_gguf(const gguf_file *g, pt_err *err)
 {
     assert(g);
     const gguf_kv *js = gguf_get(g, "petrel.tokenizer.json");
+    const gguf_kv *tp = gguf_get(g, "petrel.tokenizer.tiktoken_pattern");
+    const gguf_kv *prekv = gguf_get(g, "tokenizer.ggml.pre");
     char name[1200];
     pt_tokenizer *t;
-    if (js && js->type == GGUF_STRING) {
+    bool kimi = prekv && prekv->type == GGUF_STRING && !strcmp(prekv->str.s, "kimi-k2");
+    if ((tp && tp->type == GGUF_STRING) || (kimi && !js)) {
+        // tiktoken: ranks are the ids of the normal tokens (llama.cpp writes
+        // Kimi-K2's that way), so tiktoken's merge rule is rebuilt exactly
+        const gguf_kv *toks = get_arr(g, "tokenizer.ggml.tokens", GGUF_STRING);
+        const gguf_kv *types = get_arr(g, "tokenizer.ggml.token_type", GGUF_INT32);
+        if (!toks) {
+            pt_errf(err, "%s: key 'tokenizer.ggml.tokens': missing or not a string array", g->path);
+            return NULL;
+        }
+        if (types && types->n != toks->n) {
+            pt_errf(err, "%s: key 'tokenizer.ggml.token_type': %llu entries for %llu tokens", g->path,
+                    (unsigned long long)types->n, (unsigned long long)toks->n);
+            return NULL;
+        }
+        snprintf(name, sizeof name, "%s: tokenizer.ggml.* (tiktoken)", g->path);
+        t = tok_tiktoken_from_tokens(name, toks->arr, types ? types->arr : NULL, toks->n,
+                                     tp && tp->type == GGUF_STRING ? tp->str.s : tok_kimi_pattern, err);
+    } else if (js && js->type == GGUF_STRING) {
         snprintf(name, sizeof name, "%s: petrel.tokenizer.json", g->path);
         t = pt_tokenizer_from_json(js->str.s, js->str.len, name, err);
     } else {
