@@ -112,6 +112,11 @@ int cmd_run(int argc, char **argv)
     petrel_context *c;
     if (cli_open(&o, &m, &c) < 0)
         return 1;
+    if (spec && !petrel_model_has_mtp(m)) { // e.g. Kimi-K2: no MTP layer to draft with
+        fprintf(stderr, "petrel run: --spec: speculation unavailable, %s has no MTP layer; decoding without it\n",
+                o.model);
+        spec = 0;
+    }
     int rc = 1;
     cli_text *tx = NULL;
     petrel_token *ids = NULL;

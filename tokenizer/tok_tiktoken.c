@@ -10,6 +10,7 @@
 //                           without it the folder is Kimi's and Kimi's
 //                           pattern applies
 //   chat_template.jinja (optional) used when the config has no template
+// A special <|im_end|> is an end-of-generation id besides the eos.
 // Special ids follow tokenization_kimi.py: the 256 + 2 ids right after the
 // rank table are special, named from added_tokens_decoder or else
 // "<|reserved_token_N|>"; other ids listed in added_tokens_decoder are
@@ -157,6 +158,11 @@ static pt_tokenizer *tik_build(const char *name, int32_t n, char **bytes, uint32
     tok_trie_build(&t->trie_raw, t, false);
     tok_trie_build(&t->trie_norm, t, true);
     free(kind);
+    // Kimi's chat turns end with <|im_end|> (its generation_config's stop
+    // token), as well as the eos [EOS]: both end a generated reply
+    int32_t im_end = tok_strmap_get(&t->strs, "<|im_end|>", 10);
+    if (im_end >= 0 && (t->attr[im_end] & TOK_ATTR_SPECIAL))
+        pt_tokenizer_add_eog(t, im_end);
     char where[1100];
     snprintf(where, sizeof where, "%s", name);
     tok_pre p = {.kind = PRE_SPLIT, .behavior = BEH_ISOLATED};
