@@ -162,36 +162,55 @@ void pt_deq_q6_k(const void *src, float *y, int64_t n)
 
 // ---- scalar dot products with Q8_K -------------------------------------
 //
-// Contract (qtypes.h, super-blocks): ONE f32 accumulator acc = +0; per
-// super-block, in order, exact int32 sums isum / msum, then the type's
-// fixed f32 steps (x.d is the activation's f32 scale, d_w / dmin_w the
-// fp16 weight scales):
-//   Q2_K: isum = sum_j (sc_j & 15) * dot16(q_j, x_j)        (16 blocks, q 0..3)
-//         msum = sum_j (sc_j >> 4) * bsum_j
-//   Q4_K: isum = sum_j sc_j * dot32(q_j, x_j)               (8 blocks, q 0..15)
-//         msum = sum_j m_j * (bsum_2j + bsum_2j+1)
-//   Q5_K: as Q4_K with q 0..31
-//         for these three: acc = fmaf(d_w * x.d, (float)isum, acc);
-//                          acc = fmaf(-(dmin_w * x.d), (float)msum, acc)
-//   Q3_K: isum = sum_j (sc_j - 32) * dot16(q_j, x_j)        (q -4..3)
-//   Q6_K: isum = sum_j sc_j * dot16(q_j, x_j)               (q -32..31, sc int8)
-//         for these two:   acc = fmaf(d_w * x.d, (float)isum, acc)
-// (ggml's own order: d * isum and dmin * msum per super-block, the same
-// products; ggml splits isum over 8 lanes, which Petrel does not.)
-// Every sum fits int32 (largest: Q6_K, 16 * 128 * 32 * 127 * 16 < 2^31).
+// Contract: the f32 arithmetic of ggml's x86 (AVX2) kernels
+// ggml_vec_dot_<type>_q8_K, operation for operation, so that a row's dot
+// product is bit-identical to llama.cpp's on x86 (llama.cpp has no AVX-512
+// code for these types; with the same Q8_K activation the outputs match).
+//
+// ggml works on 32-value registers: register r (0..7) holds values
+// 32r .. 32r + 31 of a super-block and its int32 lane l (0..7) sums
+// positions 32r + 4l .. 32r + 4l + 3. So every super-block gives eight
+// exact int32 lane sums
+//   sumi_l = sum_r sum_{v<4} sc(32r + 4l + v) * q(32r + 4l + v) * x(32r + 4l + v)
+// (sc the scale of the value's block; q as the type stores it, see below),
+// and eight f32 accumulators acc[l] (from +0) take, per super-block, with
+// d = x.d * d_w and dmin = (-x.d) * dmin_w (x.d the Q8_K scale, d_w / dmin_w
+// the fp16 weight scales):
+//   Q3_K, Q4_K, Q5_K, Q6_K:  acc[l] = fmaf(d, (float)sumi_l, acc[l])
+//   Q2_K:  acc[l] = fmaf(dmin, (float)mp_l, acc[l]), then the line above,
+//          with mp_l = m_2l * bsum_2l + m_2l+1 * bsum_2l+1 (4-bit mins)
+// and the result is hsum(acc) = ((a0+a4)+(a2+a6))+((a1+a5)+(a3+a7)), plus
+// for Q4_K: four more accumulators am[k] = fmaf(dmin, (float)mp_k, am[k]),
+//           mp_k = m_2k * (bsum_4k + bsum_4k+1) + m_2k+1 * (bsum_4k+2 + bsum_4k+3),
+//           result = hsum(acc) + ((am0+am2)+(am1+am3))
+// for Q5_K: one scalar summs = fmaf(dmin, (float)msum, summs), msum the
+//           whole sum_j m_j * (bsum_2j + bsum_2j+1); result = hsum(acc) + summs
+//           (ggml's `summs += dmin * msum`, contracted to an fma by its
+//           -O3 -march=native build, which is what matches)
+// The lane sums are ggml's own: Q3_K's quants are the signed q (-4..3);
+// Q6_K's are q + 32 (0..63) with 32 * (sc_2l * bsum_2l + sc_2l+1 * bsum_2l+1)
+// subtracted from lane l (ggml's offset trick, applied per lane); Q2_K,
+// Q4_K, Q5_K's are the unsigned q. Every sum fits int32.
 
-static int32_t dot16(const int8_t *a, const int8_t *b)
+// hsum of ggml's hsum_float_8 (the same as pt_reduce8)
+static float hsum8(const float a[8])
 {
-    int32_t s = 0;
-    for (int l = 0; l < 16; l++)
-        s += a[l] * b[l];
-    return s;
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
-static float step_min(float acc, uint16_t dh, uint16_t mh, float xd, int32_t isum, int32_t msum)
+// Lane sums of one super-block: q (256, value order), the scale of each
+// 16-value group (sc16[v / 16]) and the activation quants.
+static void lane_sums(const int8_t q[QK_K], const int32_t sc16[16], const int8_t *x, int32_t sumi[8])
 {
-    acc = fmaf(pt_fp16_to_f32(dh) * xd, (float)isum, acc);
-    return fmaf(-(pt_fp16_to_f32(mh) * xd), (float)msum, acc);
+    for (int l = 0; l < 8; l++) {
+        int32_t s = 0;
+        for (int r = 0; r < 8; r++)
+            for (int v = 0; v < 4; v++) {
+                const int k = 32 * r + 4 * l + v;
+                s += sc16[k / 16] * q[k] * x[k];
+            }
+        sumi[l] = s;
+    }
 }
 
 float pt_vdot_q2_k_scalar(const void *w, const void *xq, int64_t n)
@@ -200,17 +219,22 @@ float pt_vdot_q2_k_scalar(const void *w, const void *xq, int64_t n)
     const pt_blk_q2_k *b = w;
     const block_q8_K *x = xq;
     int8_t q[QK_K];
-    float acc = 0.0f;
+    int32_t sc[16], sumi[8];
+    float acc[8] = {0};
     for (int64_t i = 0; i < n / QK_K; i++) {
         unpack_q2_k(&b[i], q);
-        int32_t isum = 0, msum = 0;
-        for (int j = 0; j < 16; j++) {
-            isum += (b[i].scales[j] & 0xF) * dot16(q + 16 * j, x[i].qs + 16 * j);
-            msum += (b[i].scales[j] >> 4) * x[i].bsums[j];
+        for (int j = 0; j < 16; j++)
+            sc[j] = b[i].scales[j] & 0xF;
+        lane_sums(q, sc, x[i].qs, sumi);
+        const float d = x[i].d * pt_fp16_to_f32(b[i].d), dmin = -x[i].d * pt_fp16_to_f32(b[i].dmin);
+        for (int l = 0; l < 8; l++) {
+            const int32_t mp = (b[i].scales[2 * l] >> 4) * x[i].bsums[2 * l] +
+                               (b[i].scales[2 * l + 1] >> 4) * x[i].bsums[2 * l + 1];
+            acc[l] = fmaf(dmin, (float)mp, acc[l]);
+            acc[l] = fmaf(d, (float)sumi[l], acc[l]);
         }
-        acc = step_min(acc, b[i].d, b[i].dmin, x[i].d, isum, msum);
     }
-    return acc;
+    return hsum8(acc);
 }
 
 float pt_vdot_q3_k_scalar(const void *w, const void *xq, int64_t n)
@@ -218,32 +242,37 @@ float pt_vdot_q3_k_scalar(const void *w, const void *xq, int64_t n)
     assert(n % QK_K == 0);
     const pt_blk_q3_k *b = w;
     const block_q8_K *x = xq;
-    int8_t q[QK_K], sc[16];
-    float acc = 0.0f;
+    int8_t q[QK_K], s8[16];
+    int32_t sc[16], sumi[8];
+    float acc[8] = {0};
     for (int64_t i = 0; i < n / QK_K; i++) {
         unpack_q3_k(&b[i], q);
-        pt_q3k_scales(b[i].scales, sc);
-        int32_t isum = 0;
+        pt_q3k_scales(b[i].scales, s8);
         for (int j = 0; j < 16; j++)
-            isum += sc[j] * dot16(q + 16 * j, x[i].qs + 16 * j);
-        acc = fmaf(pt_fp16_to_f32(b[i].d) * x[i].d, (float)isum, acc);
+            sc[j] = s8[j];
+        lane_sums(q, sc, x[i].qs, sumi);
+        const float d = x[i].d * pt_fp16_to_f32(b[i].d);
+        for (int l = 0; l < 8; l++)
+            acc[l] = fmaf(d, (float)sumi[l], acc[l]);
     }
-    return acc;
+    return hsum8(acc);
 }
 
-// Q4_K / Q5_K integer sums of one super-block (q unpacked).
-static void sums_k4(const uint8_t scales[12], const int8_t q[QK_K], const block_q8_K *x, int32_t *isum,
-                    int32_t *msum)
+// Q4_K / Q5_K: lane sums with the 32-value block scales, and the min sum
+// in ggml's 4-lane form (mp[4]).
+static void sums_k4(const uint8_t scales[12], const int8_t q[QK_K], const block_q8_K *x, int32_t sumi[8],
+                    int32_t mp[4])
 {
-    int32_t is = 0, ms = 0;
+    int32_t sc[16];
+    uint8_t s[8], m[8];
     for (int j = 0; j < 8; j++) {
-        uint8_t sc, m;
-        pt_k4_scale_min(scales, j, &sc, &m);
-        is += sc * (dot16(q + 32 * j, x->qs + 32 * j) + dot16(q + 32 * j + 16, x->qs + 32 * j + 16));
-        ms += m * (x->bsums[2 * j] + x->bsums[2 * j + 1]);
+        pt_k4_scale_min(scales, j, &s[j], &m[j]);
+        sc[2 * j] = sc[2 * j + 1] = s[j];
     }
-    *isum = is;
-    *msum = ms;
+    lane_sums(q, sc, x->qs, sumi);
+    for (int k = 0; k < 4; k++)
+        mp[k] = m[2 * k] * (x->bsums[4 * k] + x->bsums[4 * k + 1]) +
+                m[2 * k + 1] * (x->bsums[4 * k + 2] + x->bsums[4 * k + 3]);
 }
 
 float pt_vdot_q4_k_scalar(const void *w, const void *xq, int64_t n)
@@ -252,14 +281,18 @@ float pt_vdot_q4_k_scalar(const void *w, const void *xq, int64_t n)
     const pt_blk_q4_k *b = w;
     const block_q8_K *x = xq;
     int8_t q[QK_K];
-    float acc = 0.0f;
+    int32_t sumi[8], mp[4];
+    float acc[8] = {0}, am[4] = {0};
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int32_t isum, msum;
         unpack_q4_nibbles(b[i].qs, q);
-        sums_k4(b[i].scales, q, &x[i], &isum, &msum);
-        acc = step_min(acc, b[i].d, b[i].dmin, x[i].d, isum, msum);
+        sums_k4(b[i].scales, q, &x[i], sumi, mp);
+        const float d = x[i].d * pt_fp16_to_f32(b[i].d), dmin = -x[i].d * pt_fp16_to_f32(b[i].dmin);
+        for (int k = 0; k < 4; k++)
+            am[k] = fmaf(dmin, (float)mp[k], am[k]);
+        for (int l = 0; l < 8; l++)
+            acc[l] = fmaf(d, (float)sumi[l], acc[l]);
     }
-    return acc;
+    return hsum8(acc) + ((am[0] + am[2]) + (am[1] + am[3]));
 }
 
 float pt_vdot_q5_k_scalar(const void *w, const void *xq, int64_t n)
@@ -268,14 +301,17 @@ float pt_vdot_q5_k_scalar(const void *w, const void *xq, int64_t n)
     const pt_blk_q5_k *b = w;
     const block_q8_K *x = xq;
     int8_t q[QK_K];
-    float acc = 0.0f;
+    int32_t sumi[8], mp[4];
+    float acc[8] = {0}, summs = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int32_t isum, msum;
         unpack_q5_k(&b[i], q);
-        sums_k4(b[i].scales, q, &x[i], &isum, &msum);
-        acc = step_min(acc, b[i].d, b[i].dmin, x[i].d, isum, msum);
+        sums_k4(b[i].scales, q, &x[i], sumi, mp);
+        const float d = x[i].d * pt_fp16_to_f32(b[i].d), dmin = -x[i].d * pt_fp16_to_f32(b[i].dmin);
+        summs = fmaf(dmin, (float)(mp[0] + mp[1] + mp[2] + mp[3]), summs);
+        for (int l = 0; l < 8; l++)
+            acc[l] = fmaf(d, (float)sumi[l], acc[l]);
     }
-    return acc;
+    return hsum8(acc) + summs;
 }
 
 float pt_vdot_q6_k_scalar(const void *w, const void *xq, int64_t n)
@@ -284,13 +320,26 @@ float pt_vdot_q6_k_scalar(const void *w, const void *xq, int64_t n)
     const pt_blk_q6_k *b = w;
     const block_q8_K *x = xq;
     int8_t q[QK_K];
-    float acc = 0.0f;
+    int32_t sc[16], sumi[8];
+    float acc[8] = {0};
     for (int64_t i = 0; i < n / QK_K; i++) {
         unpack_q6_k(&b[i], q);
-        int32_t isum = 0;
         for (int j = 0; j < 16; j++)
-            isum += b[i].scales[j] * dot16(q + 16 * j, x[i].qs + 16 * j);
-        acc = fmaf(pt_fp16_to_f32(b[i].d) * x[i].d, (float)isum, acc);
+            sc[j] = b[i].scales[j];
+        lane_sums(q, sc, x[i].qs, sumi); // with q - 32: the same total, not the same lanes
+        for (int l = 0; l < 8; l++) {
+            // ggml's lanes: (q + 32) products minus 32 * the lane's two groups' bsums
+            int32_t p32 = 0;
+            for (int r = 0; r < 8; r++)
+                for (int v = 0; v < 4; v++) {
+                    const int k = 32 * r + 4 * l + v;
+                    p32 += sc[k / 16] * x[i].qs[k];
+                }
+            sumi[l] += 32 * p32 - 32 * (sc[2 * l] * x[i].bsums[2 * l] + sc[2 * l + 1] * x[i].bsums[2 * l + 1]);
+        }
+        const float d = x[i].d * pt_fp16_to_f32(b[i].d);
+        for (int l = 0; l < 8; l++)
+            acc[l] = fmaf(d, (float)sumi[l], acc[l]);
     }
-    return acc;
+    return hsum8(acc);
 }

@@ -1,16 +1,17 @@
 // kernels/qt_k_x86.c — AVX2 and AVX-512 dot products of the K-quants with
-// Q8_K activations, bit-identical to the scalar functions of qt_k.c.
-// Compiled per function with target attributes (no -march flag); chosen
-// at run time through the type-traits table.
+// Q8_K activations, bit-identical to the scalar functions of qt_k.c and so
+// to llama.cpp's x86 kernels. Compiled per function with target attributes
+// (no -march flag); chosen at run time through the type-traits table.
 //
-// Per super-block the integer sums (isum, msum of qt_k.c's contract) are
-// computed exactly with vector instructions and reduced to int32, then the
-// same scalar f32 steps as the scalar path run. The tricks (after ggml's
-// x86 kernels): maddubs multiplies the unsigned weight quants with the
-// signed activation quants into int16 pairs (never saturating: at most
-// 2 * 63 * 128), madd with the block scale as int16 widens to int32; a
-// quant offset (Q3_K's -4, Q6_K's -32) is taken out afterwards as
-// offset * sum_j sc_j * bsum_j, which is exact.
+// Per super-block the eight lane sums of qt_k.c's contract are computed
+// exactly with vector instructions, in ggml's lane layout (lane l of a
+// 32-value register sums its bytes 4l .. 4l + 3), then meet the scales in
+// ggml's own f32 instructions. The tricks (after ggml's x86 kernels):
+// maddubs multiplies the unsigned weight quants with the signed activation
+// quants into int16 pairs (never saturating: at most 2 * 63 * 128), madd
+// (or AVX-512 VNNI's vpdpwssd) with the block scale as int16 widens to
+// int32. A 512-bit register holds two of ggml's 32-value registers, one per
+// 256-bit half; adding the halves gives ggml's lanes.
 #include "kernels/qt_k.h"
 #include "kernels/qt_blocks.h"
 
@@ -107,48 +108,61 @@ TGT2I __m256i dot_sc_avx2(__m256i q, const int8_t *x, __m256i sc)
     return _mm256_madd_epi16(sc, _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)x)));
 }
 
-// One super-block's exact integer sums before the horizontal reduction:
-// `is` lanes add up to isum, `ms` lanes to msum (zero for types without a
-// min).
+// One super-block's exact integer sums: `is` the eight lane sums sumi_l of
+// qt_k.c's contract, `ms` the min products (Q2_K: 8 lanes; Q4_K / Q5_K: 4
+// lanes in the low half; unused otherwise).
 typedef struct {
-    __m256i is; // (8,) int32 partial sums of isum
-    __m128i ms; // (4,) int32 partial sums of msum
+    __m256i is; // (8,) int32 lane sums
+    __m256i ms; // (8,) or (4,) int32 min products
 } sb_sums;
 
-// Reduces two super-blocks' sums at once (the reduction is as long as the
-// integer work of a block otherwise): [isum_a, isum_b, msum_a, msum_b],
-// converted to f32 (RNE, as (float) of an int32 is).
-TGT2I __m128 reduce_pair(sb_sums a, sb_sums b)
+// ggml's hsum_float_8: ((a0+a4)+(a2+a6))+((a1+a5)+(a3+a7))
+TGT2I float hsum8_ps(__m256 a)
 {
-    const __m256i t = _mm256_hadd_epi32(a.is, b.is);
-    const __m128i u = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
-    const __m128i v = _mm_hadd_epi32(a.ms, b.ms);
-    return _mm_cvtepi32_ps(_mm_hadd_epi32(u, v));
+    __m128 t = _mm_add_ps(_mm256_extractf128_ps(a, 1), _mm256_castps256_ps128(a));
+    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    t = _mm_add_ss(t, _mm_movehdup_ps(t));
+    return _mm_cvtss_f32(t);
 }
 
-// The row loop of every K-type kernel: super-blocks in pairs through
-// SUMS(block, activation block) -> sb_sums, then the contract's f32 steps
-// in super-block order (with the min step, scale field DMIN, when HAS_MIN).
-#define K_ROW_LOOP(BLK, SUMS, HAS_MIN, DMIN)                                                        \
+TGT2I int32_t hsum4_i32(__m128i a)
+{
+    a = _mm_add_epi32(a, _mm_shuffle_epi32(a, 0x4E));
+    a = _mm_add_epi32(a, _mm_shuffle_epi32(a, 0xB1));
+    return _mm_cvtsi128_si32(a);
+}
+
+// The row loop of every K-type kernel: SUMS(block, activation block) ->
+// sb_sums per super-block, then the f32 steps of qt_k.c's contract with
+// ggml's own vector instructions. KIND: 0 no min (Q3_K, Q6_K), 1 Q2_K
+// (8-lane min products into the same accumulators, first), 2 Q4_K (4 min
+// accumulators), 3 Q5_K (a scalar min sum); DMIN the min scale field.
+#define K_ROW_LOOP(BLK, SUMS, KIND, DMIN)                                                           \
     assert(n % QK_K == 0);                                                                          \
     const BLK *b = w;                                                                               \
     const block_q8_K *x = xq;                                                                       \
-    const int64_t nb = n / QK_K;                                                                    \
-    float acc = 0.0f;                                                                               \
-    int64_t i = 0;                                                                                  \
-    for (; i < nb; i += 2) {                                                                        \
-        const sb_sums sa = SUMS(&b[i], &x[i]);                                                      \
-        const bool two = i + 1 < nb;                                                                \
-        const sb_sums sb = two ? SUMS(&b[i + 1], &x[i + 1]) : (sb_sums){_mm256_setzero_si256(), _mm_setzero_si128()}; \
-        float f[4];                                                                                 \
-        _mm_storeu_ps(f, reduce_pair(sa, sb));                                                      \
-        for (int k = 0; k < 1 + two; k++) {                                                         \
-            acc = fmaf(h2f(b[i + k].d) * x[i + k].d, f[k], acc);                                    \
-            if (HAS_MIN)                                                                            \
-                acc = fmaf(-(h2f(b[i + k].DMIN) * x[i + k].d), f[2 + k], acc);                      \
-        }                                                                                           \
+    __m256 acc = _mm256_setzero_ps();                                                               \
+    __m128 am = _mm_setzero_ps();                                                                   \
+    float summs = 0.0f;                                                                             \
+    for (int64_t i = 0; i < n / QK_K; i++) {                                                        \
+        const sb_sums sm_ = SUMS(&b[i], &x[i]);                                                     \
+        const float d = x[i].d * h2f(b[i].d), dmin = -x[i].d * h2f(b[i].DMIN);                      \
+        if (KIND == 1)                                                                              \
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(sm_.ms), acc);          \
+        if (KIND == 2)                                                                              \
+            am = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm256_castsi256_si128(sm_.ms)), am); \
+        if (KIND == 3)                                                                              \
+            summs = fmaf(dmin, (float)hsum4_i32(_mm256_castsi256_si128(sm_.ms)), summs);            \
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sm_.is), acc);                  \
     }                                                                                               \
-    return acc;
+    float r_ = hsum8_ps(acc);                                                                       \
+    if (KIND == 2) {                                                                                \
+        __m128 t_ = _mm_add_ps(am, _mm_movehl_ps(am, am));                                          \
+        r_ += _mm_cvtss_f32(_mm_add_ss(t_, _mm_movehdup_ps(t_)));                                   \
+    }                                                                                               \
+    if (KIND == 3)                                                                                  \
+        r_ += summs;                                                                                \
+    return r_;
 
 // Q4_K (contract in qt_k.c). Per 64-value chunk c: the low nibbles are
 // block 2c, the high ones block 2c + 1.
@@ -169,12 +183,12 @@ TGT2I sb_sums sums_q4_k_avx2(const pt_blk_q4_k *b, const block_q8_K *x)
         s0 = _mm256_add_epi32(s0, dot_sc_avx2(ql, x->qs + 64 * c, bcast_sc(sc, 2 * c)));
         s1 = _mm256_add_epi32(s1, dot_sc_avx2(qh, x->qs + 64 * c + 32, bcast_sc(sc, 2 * c + 1)));
     }
-    return (sb_sums){_mm256_add_epi32(s0, s1), mprod};
+    return (sb_sums){_mm256_add_epi32(s0, s1), _mm256_castsi128_si256(mprod)};
 }
 
 TGT2 float pt_vdot_q4_k_avx2(const void *w, const void *xq, int64_t n)
 {
-    K_ROW_LOOP(pt_blk_q4_k, sums_q4_k_avx2, 1, dmin)
+    K_ROW_LOOP(pt_blk_q4_k, sums_q4_k_avx2, 2, dmin)
 }
 
 // Q5_K: Q4_K with the fifth bit k of qh[l] added as 16 to value 32k + l.
@@ -198,31 +212,32 @@ TGT2I sb_sums sums_q5_k_avx2(const pt_blk_q5_k *b, const block_q8_K *x)
         s0 = _mm256_add_epi32(s0, dot_sc_avx2(ql, x->qs + 64 * c, bcast_sc(sc, 2 * c)));
         s1 = _mm256_add_epi32(s1, dot_sc_avx2(qh, x->qs + 64 * c + 32, bcast_sc(sc, 2 * c + 1)));
     }
-    return (sb_sums){_mm256_add_epi32(s0, s1), mprod};
+    return (sb_sums){_mm256_add_epi32(s0, s1), _mm256_castsi128_si256(mprod)};
 }
 
 TGT2 float pt_vdot_q5_k_avx2(const void *w, const void *xq, int64_t n)
 {
-    K_ROW_LOOP(pt_blk_q5_k, sums_q5_k_avx2, 1, dmin)
+    K_ROW_LOOP(pt_blk_q5_k, sums_q5_k_avx2, 3, dmin)
 }
 
 // Q2_K. Half h (128 values) is qs[32h ..]: shift 2s gives values
 // 128h + 32s + l, i.e. blocks 8h + 2s (l < 16) and 8h + 2s + 1.
-TGT2I __m128i q2k_mins(const pt_blk_q2_k *b, const block_q8_K *x, __m128i *sc8)
+// Q2_K min products mp_l (8 lanes, ggml's madd of mins and bsums) and the
+// 4-bit scales.
+TGT2I __m256i q2k_mins(const pt_blk_q2_k *b, const block_q8_K *x, __m128i *sc8)
 {
     const __m128i sm = _mm_loadu_si128((const __m128i *)b->scales);
     const __m128i m4 = _mm_set1_epi8(0xF);
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), m4));
-    const __m256i mp = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)x->bsums));
     *sc8 = _mm_and_si128(sm, m4);
-    return _mm_add_epi32(_mm256_castsi256_si128(mp), _mm256_extracti128_si256(mp, 1));
+    return _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)x->bsums));
 }
 
 TGT2I sb_sums sums_q2_k_avx2(const pt_blk_q2_k *b, const block_q8_K *x)
 {
     const __m256i m3 = _mm256_set1_epi8(3);
     __m128i sc8;
-    const __m128i mprod = q2k_mins(b, x, &sc8);
+    const __m256i mprod = q2k_mins(b, x, &sc8);
     const __m256i sc = evenodd16(sc8, false);
     __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
     #pragma GCC unroll 4
@@ -246,24 +261,29 @@ TGT2 float pt_vdot_q2_k_avx2(const void *w, const void *xq, int64_t n)
     K_ROW_LOOP(pt_blk_q2_k, sums_q2_k_avx2, 1, dmin)
 }
 
-// Q3_K: quants taken as q + 4 = low2 + 4 * hbit (0..7) and the offset
-// removed as 4 * sum_j sc_j * bsum_j. Layout of the low bits as Q2_K;
-// bit k of hmask[l] belongs to value 32k + l. Returns the signed scales
-// (sc - 32) and the offset term (8 partial sums).
-TGT2I __m128i q3k_scales8(const pt_blk_q3_k *b, const block_q8_K *x, __m256i *off)
+// Q3_K: quants taken as q + 4 = low2 + 4 * hbit (0..7); the offset comes
+// off in each register, (q + 4) * x - 4 * x in int16 before the scale, so
+// that every lane holds ggml's signed-q sum. Layout of the low bits as
+// Q2_K; bit k of hmask[l] belongs to value 32k + l. Returns the signed
+// scales (sc - 32).
+TGT2I __m128i q3k_scales8(const pt_blk_q3_k *b)
 {
     uint32_t u[4];
     q3k_unpack(b->scales, u);
-    const __m128i s8 = _mm_sub_epi8(_mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]), _mm_set1_epi8(32));
-    *off = _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(s8), _mm256_loadu_si256((const __m256i *)x->bsums)), 2);
-    return s8;
+    return _mm_sub_epi8(_mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]), _mm_set1_epi8(32));
+}
+
+TGT2I __m256i dot_sc_off4_avx2(__m256i q, const int8_t *x, __m256i sc)
+{
+    const __m256i xv = _mm256_loadu_si256((const __m256i *)x);
+    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, xv), _mm256_maddubs_epi16(_mm256_set1_epi8(4), xv));
+    return _mm256_madd_epi16(sc, p);
 }
 
 TGT2I sb_sums sums_q3_k_avx2(const pt_blk_q3_k *b, const block_q8_K *x)
 {
     const __m256i m3 = _mm256_set1_epi8(3);
-    __m256i off;
-    const __m256i sc = evenodd16(q3k_scales8(b, x, &off), true);
+    const __m256i sc = evenodd16(q3k_scales8(b), true);
     const __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
     __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
     #pragma GCC unroll 4
@@ -277,11 +297,11 @@ TGT2I sb_sums sums_q3_k_avx2(const pt_blk_q3_k *b, const block_q8_K *x)
             const __m256i h0 = bit_to(hm, k, 2), h1 = bit_to(hm, k + 1, 2);
             const __m256i q0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 2 * s), m3), h0);
             const __m256i q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 2 * s + 2), m3), h1);
-            s0 = _mm256_add_epi32(s0, dot_sc_avx2(q0, xh + 32 * s, bcast_sc(sc, 4 * h + s)));
-            s1 = _mm256_add_epi32(s1, dot_sc_avx2(q1, xh + 32 * s + 32, bcast_sc(sc, 4 * h + s + 1)));
+            s0 = _mm256_add_epi32(s0, dot_sc_off4_avx2(q0, xh + 32 * s, bcast_sc(sc, 4 * h + s)));
+            s1 = _mm256_add_epi32(s1, dot_sc_off4_avx2(q1, xh + 32 * s + 32, bcast_sc(sc, 4 * h + s + 1)));
         }
     }
-    return (sb_sums){_mm256_sub_epi32(_mm256_add_epi32(s0, s1), off), _mm_setzero_si128()};
+    return (sb_sums){_mm256_add_epi32(s0, s1), _mm256_setzero_si256()};
 }
 
 TGT2 float pt_vdot_q3_k_avx2(const void *w, const void *xq, int64_t n)
@@ -316,7 +336,7 @@ TGT2I sb_sums sums_q6_k_avx2(const pt_blk_q6_k *b, const block_q8_K *x)
         s0 = _mm256_add_epi32(s0, dot_sc_avx2(q2, xh + 64, bcast_sc(sc, 4 * h + 2)));
         s1 = _mm256_add_epi32(s1, dot_sc_avx2(q3, xh + 96, bcast_sc(sc, 4 * h + 3)));
     }
-    return (sb_sums){_mm256_sub_epi32(_mm256_add_epi32(s0, s1), _mm256_slli_epi32(off, 5)), _mm_setzero_si128()};
+    return (sb_sums){_mm256_sub_epi32(_mm256_add_epi32(s0, s1), _mm256_slli_epi32(off, 5)), _mm256_setzero_si256()};
 }
 
 TGT2 float pt_vdot_q6_k_avx2(const void *w, const void *xq, int64_t n)
@@ -379,6 +399,15 @@ TGT5I __m512i dot_sc_512(__m512i acc, __m512i q, const int8_t *x, __m512i sc)
     return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(q, _mm512_loadu_si512(x)), sc);
 }
 
+// Q3_K's register product with the +4 offset taken off in int16 (see
+// dot_sc_off4_avx2)
+TGT5I __m512i dot_sc_off4_512(__m512i acc, __m512i q, const int8_t *x, __m512i sc)
+{
+    const __m512i xv = _mm512_loadu_si512(x);
+    const __m512i p = _mm512_sub_epi16(_mm512_maddubs_epi16(q, xv), _mm512_maddubs_epi16(_mm512_set1_epi8(4), xv));
+    return _mm512_dpwssd_epi32(acc, p, sc);
+}
+
 TGT5I __m256i fold512(__m512i s0, __m512i s1)
 {
     const __m512i s = _mm512_add_epi32(s0, s1);
@@ -402,12 +431,12 @@ TGT5I sb_sums sums_q4_k_512(const pt_blk_q4_k *b, const block_q8_K *x)
         s0 = dot_sc_512(s0, q0, x->qs + 64 * c, _mm512_permutexvar_epi16(sc_index(2 * c, 16), sc));
         s1 = dot_sc_512(s1, q1, x->qs + 64 * c + 64, _mm512_permutexvar_epi16(sc_index(2 * c + 2, 16), sc));
     }
-    return (sb_sums){fold512(s0, s1), mprod};
+    return (sb_sums){fold512(s0, s1), _mm256_castsi128_si256(mprod)};
 }
 
 TGT5 float pt_vdot_q4_k_avx512(const void *w, const void *xq, int64_t n)
 {
-    K_ROW_LOOP(pt_blk_q4_k, sums_q4_k_512, 1, dmin)
+    K_ROW_LOOP(pt_blk_q4_k, sums_q4_k_512, 2, dmin)
 }
 
 TGT5I sb_sums sums_q5_k_512(const pt_blk_q5_k *b, const block_q8_K *x)
@@ -432,12 +461,12 @@ TGT5I sb_sums sums_q5_k_512(const pt_blk_q5_k *b, const block_q8_K *x)
         else
             s1 = dot_sc_512(s1, q, x->qs + 64 * c, scv);
     }
-    return (sb_sums){fold512(s0, s1), mprod};
+    return (sb_sums){fold512(s0, s1), _mm256_castsi128_si256(mprod)};
 }
 
 TGT5 float pt_vdot_q5_k_avx512(const void *w, const void *xq, int64_t n)
 {
-    K_ROW_LOOP(pt_blk_q5_k, sums_q5_k_512, 1, dmin)
+    K_ROW_LOOP(pt_blk_q5_k, sums_q5_k_512, 3, dmin)
 }
 
 // 16-value-block types: the register of values 64p .. 64p + 63 holds
@@ -446,7 +475,7 @@ TGT5I sb_sums sums_q2_k_512(const pt_blk_q2_k *b, const block_q8_K *x)
 {
     const __m512i m3 = _mm512_set1_epi8(3);
     __m128i sc8;
-    const __m128i mprod = q2k_mins(b, x, &sc8);
+    const __m256i mprod = q2k_mins(b, x, &sc8);
     const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sc8));
     __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
     #pragma GCC unroll 4
@@ -468,8 +497,7 @@ TGT5 float pt_vdot_q2_k_avx512(const void *w, const void *xq, int64_t n)
 TGT5I sb_sums sums_q3_k_512(const pt_blk_q3_k *b, const block_q8_K *x)
 {
     const __m512i m3 = _mm512_set1_epi8(3), m4b = _mm512_set1_epi8(4);
-    __m256i off;
-    const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(q3k_scales8(b, x, &off)));
+    const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(q3k_scales8(b)));
     const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->hmask));
     __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
     #pragma GCC unroll 4
@@ -482,11 +510,11 @@ TGT5I sb_sums sums_q3_k_512(const pt_blk_q3_k *b, const block_q8_K *x)
         q = _mm512_mask_add_epi8(q, k, q, m4b);
         const __m512i scv = _mm512_permutexvar_epi16(sc_index(4 * p, 8), sc);
         if (p % 2 == 0)
-            s0 = dot_sc_512(s0, q, x->qs + 64 * p, scv);
+            s0 = dot_sc_off4_512(s0, q, x->qs + 64 * p, scv);
         else
-            s1 = dot_sc_512(s1, q, x->qs + 64 * p, scv);
+            s1 = dot_sc_off4_512(s1, q, x->qs + 64 * p, scv);
     }
-    return (sb_sums){_mm256_sub_epi32(fold512(s0, s1), off), _mm_setzero_si128()};
+    return (sb_sums){fold512(s0, s1), _mm256_setzero_si256()};
 }
 
 TGT5 float pt_vdot_q3_k_avx512(const void *w, const void *xq, int64_t n)
@@ -518,7 +546,7 @@ TGT5I sb_sums sums_q6_k_512(const pt_blk_q6_k *b, const block_q8_K *x)
         s0 = dot_sc_512(s0, q0, x->qs + 128 * h, _mm512_permutexvar_epi16(sc_index(8 * h, 8), sc));
         s1 = dot_sc_512(s1, q1, x->qs + 128 * h + 64, _mm512_permutexvar_epi16(sc_index(8 * h + 4, 8), sc));
     }
-    return (sb_sums){_mm256_sub_epi32(fold512(s0, s1), _mm256_slli_epi32(off, 5)), _mm_setzero_si128()};
+    return (sb_sums){_mm256_sub_epi32(fold512(s0, s1), _mm256_slli_epi32(off, 5)), _mm256_setzero_si256()};
 }
 
 TGT5 float pt_vdot_q6_k_avx512(const void *w, const void *xq, int64_t n)

@@ -19,7 +19,9 @@
 //    quantised to Q8_K (ggml's quantize_row_q8_K_ref); each super-block's
 //    integer sums are exact int32, combined with the block's float scales
 //    in the type's own fixed sequence of f32 operations into ONE running
-//    accumulator (starting at +0), super-block after super-block. The
+//    accumulator (starting at +0), super-block after super-block (the
+//    K-quants: into ggml's eight AVX2 lane accumulators instead, so that
+//    they equal llama.cpp's x86 dot products bit for bit; qt_k.c). The
 //    sequence of each type is written above its scalar function.
 #ifndef PETREL_KERNELS_QTYPES_H
 #define PETREL_KERNELS_QTYPES_H
