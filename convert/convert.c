@@ -547,6 +547,10 @@ static int run(conv *c, pt_err *err)
     snprintf(c->tmp_path, sizeof c->tmp_path, "%s.partial", o->out_path);
     snprintf(c->journal_path, sizeof c->journal_path, "%s.journal", o->out_path);
     c->has_tok = file_exists(c->tok_json);
+    if (!c->has_tok) { // a tiktoken tokenizer (Kimi-K2): tiktoken.model beside tokenizer_config.json
+        snprintf(c->tok_json, sizeof c->tok_json, "%s/tiktoken.model", o->in_dir);
+        c->has_tok = file_exists(c->tok_json);
+    }
     c->has_tok_cfg = c->has_tok && file_exists(c->tok_cfg);
     if (pt_hf_config_load(c->cfg_path, &c->cfg, err) < 0 || pt_hf_index_load(o->in_dir, &c->ix, err) < 0)
         return -1;
@@ -704,6 +708,10 @@ int pt_convert_plan(const char *path, const pt_convert_opts *o, FILE *out, pt_er
         have_ix = true;
     }
     bool has_tok = S_ISDIR(st.st_mode) && file_exists(tok);
+    if (S_ISDIR(st.st_mode) && !has_tok) { // a tiktoken tokenizer (Kimi-K2)
+        snprintf(tok, sizeof tok, "%s/tiktoken.model", dir);
+        has_tok = file_exists(tok);
+    }
     pt_plan_opts po = {
         .expert_type = expert_type, .trunk_type = trunk_type, .rules = o->rules, .n_rules = o->n_rules,
         .tokenizer_json = has_tok ? tok : NULL, .tokenizer_config = has_tok && file_exists(tok_cfg) ? tok_cfg : NULL,

@@ -16,9 +16,12 @@
 #include <string.h>
 
 #include "convert/hfconfig.h"
+#include "tests/test_server_util.h"
 #include "template/template.h"
 #include "tests/testutil.h"
 #include "tokenizer/tokenizer.h"
+
+static char *fixture_text(const char *rel);
 
 // ---- config ------------------------------------------------------------------------
 
@@ -87,12 +90,49 @@ Test(kimi, convert_plan)
 
 // ---- no MTP layer ------------------------------------------------------------------
 
-// tiny-dsv3's weights under a Kimi-style config: no MTP layer, one group,
-// beta_fast = beta_slow = 1, scale 2.827. Converted once per test run.
+// A Kimi-style tiktoken folder for a 512-token model: the 256 bytes as
+// ranks 0..255 (rank = byte value), then the special block; Kimi's names
+// for the ids it uses, Kimi-K2-Instruct's chat template.
+static void write_kimi_tokenizer(const char *dir)
+{
+    static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char p[1024];
+    snprintf(p, sizeof p, "%s/tiktoken.model", dir);
+    FILE *f = fopen(p, "wb");
+    cr_assert(f);
+    for (int b = 0; b < 256; b++)
+        fprintf(f, "%c%c== %d\n", B64[b >> 2], B64[(b & 3) << 4], b);
+    fclose(f);
+    char *tmpl = fixture_text("tokenizer/kimi_k2/chat_template_k2_instruct.jinja");
+    json_object *cfg = json_object_new_object(), *dec = json_object_new_object();
+    const char *names[] = {"[BOS]", "[EOS]", "<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|im_system|>",
+                           "<|im_middle|>"};
+    for (int i = 0; i < 7; i++) {
+        json_object *e = json_object_new_object();
+        json_object_object_add(e, "content", json_object_new_string(names[i]));
+        json_object_object_add(e, "special", json_object_new_boolean(true));
+        char id[16];
+        snprintf(id, sizeof id, "%d", 256 + i);
+        json_object_object_add(dec, id, e);
+    }
+    json_object_object_add(cfg, "added_tokens_decoder", dec);
+    json_object_object_add(cfg, "bos_token", json_object_new_string("[BOS]"));
+    json_object_object_add(cfg, "eos_token", json_object_new_string("[EOS]"));
+    json_object_object_add(cfg, "chat_template", json_object_new_string(tmpl));
+    snprintf(p, sizeof p, "%s/tokenizer_config.json", dir);
+    cr_assert_eq(json_object_to_file_ext(p, cfg, JSON_C_TO_STRING_PLAIN), 0);
+    json_object_put(cfg);
+    free(tmpl);
+}
+
+// tiny-dsv3's weights under a Kimi-style config (no MTP layer, one group,
+// beta_fast = beta_slow = 1, scale 2.827) and a Kimi-style tokenizer,
+// converted into a fresh folder. Returns the GGUF's path.
 static char *kimi_tiny(void)
 {
     char *d = tu_tmpdir("kimitiny"), *src = tu_fixture("tiny-dsv3");
     char *out = NULL;
+    write_kimi_tokenizer(d);
     cr_assert_eq(tu_sh(&out,
                        "cd %s && ln -s %s/*.safetensors %s/model.safetensors.index.json . && "
                        "sed -e 's/\"num_nextn_predict_layers\": 1/\"num_nextn_predict_layers\": 0/' "
@@ -244,4 +284,45 @@ Test(kimi, stop_on_im_end_and_eos)
     pt_tokenizer_free(t);
     tu_rmrf(d);
     free(d);
+}
+
+// ---- the converted model: tokenizer, CLI, server -------------------------------------
+
+// The converter takes the tiktoken folder; the GGUF's tokenizer encodes by
+// the ranks (here rank = byte value) with specials recognised.
+Test(kimi, converted_tokenizer)
+{
+    char *m = kimi_tiny(), *out = NULL;
+    cr_assert_eq(tu_sh(&out, "%s tokenize -m %s 'Hi<|im_end|>'", PETREL_BIN, m), 0, "%s", out);
+    cr_assert_str_eq(out, "72,105,258\n");
+    free(out);
+    cr_assert_eq(tu_sh(&out, "%s inspect %s", PETREL_BIN, m), 0);
+    cr_assert(strstr(out, "\"kimi-k2\""), "pre-tokenizer not kimi-k2:\n%s", out);
+    cr_assert(strstr(out, "petrel.tokenizer.tiktoken_pattern"), "%s", out);
+    free(out);
+    cr_assert_eq(tu_sh(&out, "%s detokenize -m %s 72,105,258", PETREL_BIN, m), 0, "%s", out);
+    cr_assert_str_eq(out, "Hi<|im_end|>");
+    free(out);
+    free(m);
+}
+
+// The server runs a model without MTP (and with the Kimi template).
+Test(kimi, server_without_mtp, .fini = st_cleanup)
+{
+    char *m = kimi_tiny();
+    st_server s = st_start(m, NULL);
+    json_object *r = st_post_json(&s, "/v1/chat/completions",
+                                  "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 4}", 200);
+    json_object *fin = st_path(r, "choices", 0, "finish_reason");
+    cr_assert(fin && (!strcmp(json_object_get_string(fin), "length") || !strcmp(json_object_get_string(fin), "stop")),
+              "%s", json_object_to_json_string(r));
+    json_object *u = st_path(r, "usage", -1, "prompt_tokens");
+    // the Kimi template's default system turn, the "Hi" turn and the
+    // generation prompt: 8 special tokens and, with rank = byte here, one
+    // token per byte of the text between them
+    const char *text = "system" "You are Kimi, an AI assistant created by Moonshot AI." "\n" "user" "Hi" "assistant";
+    cr_assert_eq(json_object_get_int(u), 8 + (int)strlen(text));
+    json_object_put(r);
+    st_stop(&s);
+    free(m);
 }
