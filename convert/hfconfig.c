@@ -201,6 +201,41 @@ static int parse_special_ids(ctx *c)
     return 0;
 }
 
+// DSA (the lightning indexer): index_n_heads, index_head_dim, index_topk
+// (all three or none); indexer_rope_interleave (default: interleaved for
+// GLM's glm_moe_dsa, half-split otherwise, as DeepSeek-V3.2's current
+// reference); indexer_types, one "full" / "shared" per trunk layer.
+static int parse_indexer(ctx *c)
+{
+    pt_hparams *hp = &c->cfg->hp;
+    if (!get(c->root, "index_n_heads") && !get(c->root, "index_topk"))
+        return 0;
+    if (get_u32(c, c->root, "index_n_heads", -1, &hp->idx_n_head) < 0 ||
+        get_u32(c, c->root, "index_head_dim", -1, &hp->idx_head_dim) < 0 ||
+        get_u32(c, c->root, "index_topk", -1, &hp->idx_topk) < 0)
+        return -1;
+    bool inter = false;
+    if (get_bool(c, c->root, "indexer_rope_interleave", !strncmp(c->cfg->model_type, "glm", 3), &inter) < 0)
+        return -1;
+    hp->idx_rope_neox = !inter;
+    json_object *ty = get(c->root, "indexer_types");
+    if (!ty)
+        return 0;
+    if (!json_object_is_type(ty, json_type_array) || json_object_array_length(ty) != hp->n_layer)
+        return pt_errf(c->err, "%s: key 'indexer_types' must be a list of %u entries (one per layer)", c->path,
+                       hp->n_layer);
+    if (hp->n_layer > PT_MAX_BLOCKS)
+        return pt_errf(c->err, "%s: key 'indexer_types': at most %d layers are supported", c->path, PT_MAX_BLOCKS);
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const char *t = json_object_get_string(json_object_array_get_idx(ty, il));
+        if (!t || (strcmp(t, "full") && strcmp(t, "shared")))
+            return pt_errf(c->err, "%s: key 'indexer_types[%u]' = %s is not 'full' or 'shared'", c->path, il,
+                           t ? t : "(not a string)");
+        hp->idx_shared[il] = !strcmp(t, "shared");
+    }
+    return 0;
+}
+
 static int parse_quant(ctx *c)
 {
     json_object *q = get(c->root, "quantization_config");
@@ -240,8 +275,10 @@ static void collect_notes(ctx *c)
                 known = true;
         const char *js = json_object_to_json_string_ext(val, JSON_C_TO_STRING_PLAIN);
         if (!strncmp(key, "index_", 6) || !strncmp(key, "indexer_", 8)) {
-            note(cfg->unimpl, &cfg->n_unimpl, "%s=%s: DSA sparse-attention indexer not implemented (dense MLA is used;"
-                 " indexer tensors are skipped)", key, js);
+            // DSA keys parse_indexer reads; any other one is reported.
+            if (strcmp(key, "index_n_heads") && strcmp(key, "index_head_dim") && strcmp(key, "index_topk") &&
+                strcmp(key, "indexer_rope_interleave") && strcmp(key, "indexer_types"))
+                note(cfg->unimpl, &cfg->n_unimpl, "%s=%s: DSA indexer setting not implemented", key, js);
         } else if (!known) {
             note(cfg->unknown, &cfg->n_unknown, "%s=%s", key, js);
         }
@@ -312,7 +349,7 @@ int pt_hf_config_load(const char *path, pt_hf_config *cfg, pt_err *err)
         get_num(&c, root, "routed_scaling_factor", true, 1.0, &scale) < 0 ||
         get_num(&c, root, "rms_norm_eps", false, 0, &eps) < 0 ||
         get_bool(&c, root, "tie_word_embeddings", false, &cfg->tie_embeddings) < 0 ||
-        parse_rope(&c) < 0 || parse_special_ids(&c) < 0 || parse_quant(&c) < 0) {
+        parse_rope(&c) < 0 || parse_special_ids(&c) < 0 || parse_quant(&c) < 0 || parse_indexer(&c) < 0) {
         rc = -1;
     } else if (scoring && strcmp(scoring, "sigmoid") != 0 && strcmp(scoring, "softmax") != 0) {
         rc = pt_errf(err, "%s: key 'scoring_func' = '%s' is not supported (sigmoid or softmax)", path, scoring);

@@ -3,8 +3,9 @@
 // Accepts the DeepSeek-V3 family (deepseek_v3, kimi_k2, glm_moe_dsa, ...):
 // RoPE settings either as top-level `rope_theta` + `rope_scaling` or as the
 // transformers-5 `rope_parameters` object; `eos_token_id` an int or a list.
-// Keys Petrel recognises but does not implement (e.g. GLM-5's DSA `index_*`)
-// and keys it does not know at all are collected so that the converter can
+// GLM-5's DSA indexer keys (`index_*`, `indexer_rope_interleave`,
+// `indexer_types`) fill the idx_* fields. Keys Petrel recognises but does
+// not implement and keys it does not know at all are collected so that the converter can
 // report them instead of ignoring them silently.
 #ifndef PETREL_CONVERT_HFCONFIG_H
 #define PETREL_CONVERT_HFCONFIG_H

@@ -34,6 +34,11 @@ static const struct {
     {"attn_k_b.weight", "self_attn.kv_b_proj.weight", PT_X_KB},
     {"attn_v_b.weight", "self_attn.kv_b_proj.weight", PT_X_VB},
     {"attn_output.weight", "self_attn.o_proj.weight", PT_X_COPY},
+    {"indexer.attn_q_b.weight", "self_attn.indexer.wq_b.weight", PT_X_COPY},
+    {"indexer.attn_k.weight", "self_attn.indexer.wk.weight", PT_X_COPY},
+    {"indexer.k_norm.weight", "self_attn.indexer.k_norm.weight", PT_X_COPY},
+    {"indexer.k_norm.bias", "self_attn.indexer.k_norm.bias", PT_X_COPY},
+    {"indexer.proj.weight", "self_attn.indexer.weights_proj.weight", PT_X_COPY},
     {"ffn_norm.weight", "post_attention_layernorm.weight", PT_X_COPY},
     {"ffn_gate.weight", "mlp.gate_proj.weight", PT_X_COPY},
     {"ffn_up.weight", "mlp.up_proj.weight", PT_X_COPY},
@@ -243,7 +248,7 @@ static int add_metadata(pt_plan *p, const pt_plan_opts *o, pt_err *err)
 {
     const pt_hf_config *cfg = p->cfg;
     gguf_writer *w = p->w;
-    gguf_w_str(w, "general.architecture", "deepseek2");
+    gguf_w_str(w, "general.architecture", pt_hparams_arch(&cfg->hp));
     gguf_w_str(w, "general.name", cfg->model_type);
     gguf_w_u32(w, "general.alignment", PT_ALIGN);
     gguf_w_u32(w, "general.file_type", file_type(o->expert_type));
@@ -364,6 +369,8 @@ int pt_plan_build(pt_plan *p, const pt_hf_config *cfg, pt_hf_index *ix, const pt
             bool present = ix ? in_index(ix, nm) : false;
             if (!strcmp(s->name, "output.weight")) {
                 present = ix ? present : !cfg->tie_embeddings;
+            } else if (strstr(s->name, ".indexer.")) {
+                present = ix ? present : true; // an MTP block's indexer: assumed present without an index
             } else if (strstr(s->name, "nextn.embed_tokens")) {
                 p->mtp_embed_present = present;
                 if (o->omit_mtp_embed || !ix)
@@ -489,6 +496,14 @@ void pt_plan_print(const pt_plan *p, FILE *f)
     fprintf(f, "\nrouting: %s, %u of %u experts, groups %u (top %u), scale %g%s\n", hp->gating == 2 ? "sigmoid" : "softmax",
             hp->n_expert_used, hp->n_expert, hp->n_group, hp->topk_group, hp->routed_scale,
             hp->norm_topk ? ", normalised" : "");
+    if (hp->idx_n_head) {
+        uint32_t n_full = 0;
+        for (uint32_t il = 0; il < hp->n_layer; il++)
+            n_full += !hp->idx_shared[il];
+        fprintf(f, "dsa: indexer %u heads x %u, top %u keys, %s RoPE, %u of %u layers full (+ MTP)\n",
+                hp->idx_n_head, hp->idx_head_dim, hp->idx_topk, hp->idx_rope_neox ? "half-split" : "interleaved",
+                n_full, hp->n_layer);
+    }
     fprintf(f, "tensors: %u\n", p->n_tensors);
     for (uint32_t t = 0; t < 32; t++)
         if (p->count_by_type[t])

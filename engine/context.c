@@ -26,7 +26,8 @@ static void scratch_free(pt_scratch *s)
     memset(s, 0, sizeof *s);
 }
 
-static int scratch_alloc(pt_scratch *s, const pt_hparams *hp, uint64_t B, uint64_t n_ctx, int n_threads)
+static int scratch_alloc(pt_scratch *s, const pt_hparams *hp, uint64_t B, uint64_t n_ctx, int n_threads,
+                         uint64_t sel_stride)
 {
     const uint64_t H = hp->n_head, qd = hp->qk_nope + hp->qk_rope, kvl = hp->kv_lora_rank;
     uint64_t ff = hp->n_ff;
@@ -59,6 +60,15 @@ static int scratch_alloc(pt_scratch *s, const pt_hparams *hp, uint64_t B, uint64
     s->gk = pt_alloc_aligned(B * sizeof(int32_t));
     s->cat = falloc(B * 2 * hp->n_embd);
     s->pos = pt_alloc_aligned(B * sizeof(int32_t));
+    const uint64_t hi = hp->idx_n_head ? hp->idx_n_head : 1, di = hp->idx_n_head ? hp->idx_head_dim : 1;
+    const uint64_t ss = hp->idx_n_head ? sel_stride : 1;
+    s->iq = falloc(B * hi * di);
+    s->iw = falloc(B * hi);
+    s->ikn = falloc(B * di);
+    s->iscore = falloc(hp->idx_n_head ? n_ctx : 1);
+    s->iheap = pt_alloc_aligned(ss * sizeof(int32_t));
+    s->sel = pt_alloc_aligned(B * ss * sizeof(int32_t));
+    s->nsel = pt_alloc_aligned(B * sizeof(int32_t));
     void **f = (void **)s;
     for (size_t i = 0; i < sizeof *s / sizeof(void *); i++)
         if (!f[i])
@@ -96,10 +106,25 @@ petrel_context *petrel_context_new(petrel_model *m, const petrel_context_params 
         }
     }
     c->st.kv_bytes = (uint64_t)n_blocks * c->n_ctx * c->kv_dim * sizeof(float);
+    // The DSA indexer's key cache, beside the latent one (engine/dsa.h).
+    c->ik = calloc(n_blocks, sizeof(float *));
+    c->sel_stride = hp->idx_topk < c->n_ctx ? hp->idx_topk : c->n_ctx;
+    const char *dsa_env = getenv("PETREL_DSA");
+    c->dsa_on = !(dsa_env && !strcmp(dsa_env, "off"));
+    for (uint32_t il = 0; il < n_blocks; il++) {
+        if (!m->layers[il].has_idx)
+            continue;
+        c->ik[il] = falloc((uint64_t)c->n_ctx * hp->idx_head_dim);
+        if (!c->ik[il]) {
+            pt_errf(&err, "out of memory: indexer key cache of %u positions", c->n_ctx);
+            goto fail;
+        }
+        c->st.kv_bytes += (uint64_t)c->n_ctx * hp->idx_head_dim * sizeof(float);
+    }
     c->tokens = calloc(c->n_ctx, sizeof(petrel_token));
     c->hidden = falloc((uint64_t)c->n_batch * hp->n_embd);
     c->last_pos = calloc(c->n_batch, sizeof(int32_t));
-    if (scratch_alloc(&c->s, hp, c->n_batch, c->n_ctx, c->n_threads) < 0) {
+    if (scratch_alloc(&c->s, hp, c->n_batch, c->n_ctx, c->n_threads, c->sel_stride) < 0) {
         pt_errf(&err, "out of memory (scratch buffers for a batch of %u)", c->n_batch);
         goto fail;
     }
@@ -123,6 +148,10 @@ void petrel_context_free(petrel_context *c)
         for (uint32_t il = 0; il < pt_hp_n_blocks(&c->model->hp); il++)
             pt_free_aligned(c->kv[il]);
     free(c->kv);
+    if (c->ik)
+        for (uint32_t il = 0; il < pt_hp_n_blocks(&c->model->hp); il++)
+            pt_free_aligned(c->ik[il]);
+    free(c->ik);
     free(c->tokens);
     pt_free_aligned(c->hidden);
     free(c->last_pos);

@@ -36,6 +36,14 @@ typedef struct pt_scratch {
     int32_t *gk;     // (B) selection slot of each gathered row
     float *cat;      // (B, 2*n_embd) MTP input concat
     int32_t *pos;    // (B) positions of the batch being computed
+    // DSA indexer (engine/dsa.c); 1-element buffers when the model has none
+    float *iq;       // (B, H_I*d_I) indexer queries
+    float *iw;       // (B, H_I) indexer head weights
+    float *ikn;      // (B, d_I) indexer keys of the batch
+    float *iscore;   // (n_ctx) index scores of one query
+    int32_t *iheap;  // (sel_stride) top-k heap
+    int32_t *sel;    // (B, sel_stride) kept key positions per query, ascending
+    int32_t *nsel;   // (B) their count, -1 = every key (dense)
 } pt_scratch;
 
 struct petrel_context {
@@ -45,6 +53,13 @@ struct petrel_context {
     int n_threads;
     uint32_t kv_dim;          // kv_lora + qk_rope
     float **kv;               // (n_blocks) -> (n_ctx, kv_dim): c_kv then k_rope
+    float **ik;               // (n_blocks) -> (n_ctx, idx_head_dim) indexer keys, NULL where no indexer
+    uint32_t sel_stride;      // min(index_topk, n_ctx): row length of s.sel
+    bool dsa_on;              // indexer selections used (engine/dsa.h)
+    bool sel_valid;           // s.sel holds this batch's selection of an earlier block (shared blocks reuse it)
+    void (*dsa_fn)(void *, int, int32_t, const int32_t *, int); // selection observer or NULL
+    void *dsa_user;
+    double t_idx_s, t_attn_s; // time in the indexer / the rest of attention
     int32_t n_past;           // filled trunk positions
     int32_t mtp_len;          // filled MTP positions
     petrel_token *tokens;     // (n_ctx) history of filled positions

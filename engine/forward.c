@@ -1,12 +1,15 @@
 // engine/forward.c — one DeepSeek-V3 block over a batch of tokens:
-// MLA attention in the absorbed form over the latent KV cache, then the
+// MLA attention in the absorbed form over the latent KV cache (restricted
+// to the DSA indexer's selection in GLM-5-style models), then the
 // dense FFN or the MoE (router, shared experts, routed experts through the
 // expert cache, combined in ascending expert id order).
 #include <assert.h>
 #include <omp.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "engine/context.h"
+#include "engine/dsa.h"
 #include "engine/stream.h"
 #include "kernels/ops.h"
 
@@ -40,9 +43,34 @@ static void rope_apply(const petrel_model *m, float *x, int pos)
     }
 }
 
+// Does block il attend sparsely in this batch? Runs its DSA indexer when it
+// has one (engine/dsa.h); a "shared" trunk block reuses the selection the
+// last full block made for the same batch. The first trunk block and an MTP
+// block start a new batch: no earlier selection is reused across them.
+static bool dsa_select(petrel_context *c, int il, int B)
+{
+    const pt_hparams *hp = &c->model->hp;
+    if (!hp->idx_n_head)
+        return false;
+    const bool mtp = il >= (int)hp->n_layer;
+    if (il == 0 || mtp)
+        c->sel_valid = false;
+    if (c->model->layers[il].has_idx)
+        pt_dsa_index(c, il, B);
+    else if (mtp || !hp->idx_shared[il])
+        return false; // an MTP block stored without its indexer attends densely
+    if (!c->dsa_on || !c->sel_valid)
+        return false;
+    pt_dsa_report(c, il, B);
+    return true;
+}
+
 // MLA attention: s->xn (B, n_embd) -> s->tmp (B, n_embd). Writes this
 // batch's latents into the layer's KV cache at s->pos first, so that every
-// token attends to all positions <= its own.
+// token attends to all positions <= its own, or (DSA) to the positions its
+// indexer selection keeps. A query whose selection is every key (nsel -1:
+// up to index_topk keys) takes the dense path, so that it equals dense
+// attention bit for bit.
 static void attention(petrel_context *c, int il, int B)
 {
     const petrel_model *m = c->model;
@@ -64,6 +92,8 @@ static void attention(petrel_context *c, int il, int B)
         pt_gemm(&L->q, s->xn, B, s->q);
     }
     pt_gemm(&L->kv_a, s->xn, B, s->kva);
+    const bool sparse = dsa_select(c, il, B);
+    const double t0 = pt_now();
 
     float *cache = c->kv[il];
     for (int b = 0; b < B; b++) {
@@ -99,15 +129,28 @@ static void attention(petrel_context *c, int il, int B)
         float *sc = s->scores + (size_t)omp_get_thread_num() * c->n_ctx;
         const float *ql = s->qlat + ((size_t)h * B + b) * kvl;
         const float *qpe = s->q + (size_t)b * H * qd + (size_t)h * qd + nope;
-        for (int t = 0; t < n; t++) {
-            const float *ent = cache + (size_t)t * kvd;
-            sc[t] = (pt_dot_f32(ql, ent, kvl) + pt_dot_f32(qpe, ent + kvl, rope)) * scale;
-        }
-        pt_softmax(sc, n);
         float *ol = s->olat + ((size_t)h * B + b) * kvl;
         memset(ol, 0, sizeof(float) * (size_t)kvl);
-        for (int t = 0; t < n; t++)
-            pt_axpy(ol, sc[t], cache + (size_t)t * kvd, kvl);
+        const int nk = sparse ? s->nsel[b] : -1;
+        if (nk < 0) {
+            for (int t = 0; t < n; t++) {
+                const float *ent = cache + (size_t)t * kvd;
+                sc[t] = (pt_dot_f32(ql, ent, kvl) + pt_dot_f32(qpe, ent + kvl, rope)) * scale;
+            }
+            pt_softmax(sc, n);
+            for (int t = 0; t < n; t++)
+                pt_axpy(ol, sc[t], cache + (size_t)t * kvd, kvl);
+            continue;
+        }
+        // The kept keys only, ascending (the others would get -inf).
+        const int32_t *sel = s->sel + (size_t)b * c->sel_stride;
+        for (int j = 0; j < nk; j++) {
+            const float *ent = cache + (size_t)sel[j] * kvd;
+            sc[j] = (pt_dot_f32(ql, ent, kvl) + pt_dot_f32(qpe, ent + kvl, rope)) * scale;
+        }
+        pt_softmax(sc, nk);
+        for (int j = 0; j < nk; j++)
+            pt_axpy(ol, sc[j], cache + (size_t)sel[j] * kvd, kvl);
     }
 
     // Value up-projection per head (one head per thread), then the output projection.
@@ -120,6 +163,7 @@ static void attention(petrel_context *c, int il, int B)
             memcpy(s->attn + (size_t)b * H * vd + (size_t)h * vd, oh + (size_t)b * vd, sizeof(float) * (size_t)vd);
     }
     pt_gemm(&L->o, s->attn, B, s->tmp);
+    c->t_attn_s += pt_now() - t0;
 }
 
 int pt_forward_block(petrel_context *c, int il, int B)

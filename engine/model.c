@@ -109,6 +109,11 @@ static int place_tensor(petrel_model *m, const pt_tensor_spec *s, const gguf_ten
         {"attn_k_b.weight", &L->k_b, NULL},
         {"attn_v_b.weight", &L->v_b, NULL},
         {"attn_output.weight", &L->o, NULL},
+        {"indexer.attn_q_b.weight", &L->idx_q_b, NULL},
+        {"indexer.attn_k.weight", &L->idx_k, NULL},
+        {"indexer.k_norm.weight", NULL, &L->idx_k_norm},
+        {"indexer.k_norm.bias", NULL, &L->idx_k_bias},
+        {"indexer.proj.weight", &L->idx_proj, NULL},
         {"ffn_norm.weight", NULL, &L->ffn_norm},
         {"ffn_gate.weight", &L->ffn_gate, NULL},
         {"ffn_up.weight", &L->ffn_up, NULL},
@@ -428,8 +433,8 @@ petrel_model *petrel_model_open(const char *path, const petrel_model_params *par
         path = m->path;
     }
     const char *arch = gguf_get_str(m->gguf, "general.architecture", NULL);
-    if (arch && strcmp(arch, "deepseek2") != 0) {
-        pt_errf(&err, "%s: general.architecture is '%s', Petrel runs 'deepseek2'", path, arch);
+    if (arch && strcmp(arch, "deepseek2") != 0 && strcmp(arch, "glm-dsa") != 0) {
+        pt_errf(&err, "%s: general.architecture is '%s', Petrel runs 'deepseek2' and 'glm-dsa'", path, arch);
         goto fail;
     }
     if (pt_hparams_from_gguf(m->gguf, &m->hp, &err) < 0)
@@ -491,6 +496,13 @@ petrel_model *petrel_model_open(const char *path, const petrel_model_params *par
         L->moe = pt_hp_is_moe(hp, il);
         L->embed = L->own_embed.data ? &L->own_embed : &m->tok_embd;
         L->head = L->own_head.data ? &L->own_head : &m->output;
+        // An indexer is all five tensors or none (an MTP block may lack it).
+        const int n_idx = !!L->idx_q_b.data + !!L->idx_k.data + !!L->idx_k_norm + !!L->idx_k_bias + !!L->idx_proj.data;
+        if (n_idx != 0 && n_idx != 5) {
+            pt_errf(&err, "%s: block %u holds %d of the 5 indexer tensors (blk.%u.indexer.*)", path, il, n_idx, il);
+            goto fail;
+        }
+        L->has_idx = n_idx == 5;
         if (il >= hp->n_layer && !L->head_norm) {
             pt_errf(&err, "%s: missing tensor 'blk.%u.nextn.shared_head_norm.weight'", path, il);
             goto fail;

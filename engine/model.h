@@ -24,6 +24,13 @@ typedef struct pt_layer {
     pt_mat v_b;             // (H*v, kv_lora):    head h = rows [h*v, (h+1)*v)
     bool kv_b_legacy;       // the file has attn_kv_b instead: k_b / v_b made from it at load
     pt_mat o;               // (n_embd, H*v)
+    // DSA lightning indexer (engine/dsa.c); has_idx false: none in this block
+    bool has_idx;
+    pt_mat idx_q_b;         // (H_I*d_I, q_lora) head h = rows [h*d_I, (h+1)*d_I), [rope | nope]
+    pt_mat idx_k;           // (d_I, n_embd)
+    float *idx_k_norm;      // (d_I) LayerNorm weight
+    float *idx_k_bias;      // (d_I) LayerNorm bias
+    pt_mat idx_proj;        // (H_I, n_embd) per-head weights
     float *ffn_norm;        // (n_embd)
     // dense FFN (il < n_dense_lead)
     pt_mat ffn_gate, ffn_up; // (n_ff, n_embd)

@@ -68,6 +68,17 @@ static void add_block(spec_list *l, const pt_hparams *hp, uint32_t il)
     ADD3(PT_ROLE_TRUNK, L, hp->qk_nope, hp->kv_lora_rank, H, "blk.%u.attn_k_b.weight", il);
     ADD3(PT_ROLE_TRUNK, L, hp->kv_lora_rank, hp->v_head, H, "blk.%u.attn_v_b.weight", il);
     ADD2(PT_ROLE_TRUNK, L, H * hp->v_head, E, "blk.%u.attn_output.weight", il);
+    if (pt_hp_idx_full(hp, il)) {
+        // DSA lightning indexer (llama.cpp glm-dsa names). Optional in an MTP
+        // block: without it the MTP block attends densely.
+        const bool opt = il >= hp->n_layer;
+        const uint64_t Di = hp->idx_head_dim, QI = (uint64_t)hp->idx_n_head * Di;
+        add(l, PT_ROLE_TRUNK, L, opt, 2, NE(hp->q_lora_rank, QI), "blk.%u.indexer.attn_q_b.weight", il);
+        add(l, PT_ROLE_TRUNK, L, opt, 2, NE(E, Di), "blk.%u.indexer.attn_k.weight", il);
+        add(l, PT_ROLE_NORM, L, opt, 1, NE(Di), "blk.%u.indexer.k_norm.weight", il);
+        add(l, PT_ROLE_NORM, L, opt, 1, NE(Di), "blk.%u.indexer.k_norm.bias", il);
+        add(l, PT_ROLE_TRUNK, L, opt, 2, NE(E, hp->idx_n_head), "blk.%u.indexer.proj.weight", il);
+    }
     ADD1(PT_ROLE_NORM, L, E, "blk.%u.ffn_norm.weight", il);
     if (!pt_hp_is_moe(hp, il)) {
         ADD2(PT_ROLE_TRUNK, L, E, hp->n_ff, "blk.%u.ffn_gate.weight", il);

@@ -34,6 +34,7 @@ static uint64_t q4(uint64_t n) { return n / 32 * 18; }
 
 typedef struct shape {
     uint64_t V, E, L, nextn, dense, H, ql, kvl, nope, rope, vh, ff, ffe, X, shared;
+    uint64_t Hi, Di; // DSA indexer heads x head dim in every block (0: none)
 } shape;
 
 // Trunk bytes with a q8_0 trunk (every matrix row length here is a multiple of 32).
@@ -41,7 +42,8 @@ static uint64_t trunk_q8(const shape *s)
 {
     uint64_t per_attn = 4 * s->E + s->ql * q8(s->E) + 4 * s->ql + s->H * (s->nope + s->rope) * q8(s->ql) +
                         (s->kvl + s->rope) * q8(s->E) + 4 * s->kvl + s->H * s->kvl * q8(s->nope) +
-                        s->H * s->vh * q8(s->kvl) + s->E * q8(s->H * s->vh) + 4 * s->E;
+                        s->H * s->vh * q8(s->kvl) + s->E * q8(s->H * s->vh) + 4 * s->E +
+                        s->Hi * s->Di * q8(s->ql) + s->Di * q8(s->E) + 2 * 4 * s->Di + s->Hi * q8(s->E);
     uint64_t dense = 3 * s->ff * q8(s->E); // gate/up: ff rows of E; down: E rows of ff (same bytes)
     uint64_t moe = 4 * s->E * s->X + 4 * s->X + 3 * s->ffe * s->shared * q8(s->E);
     uint64_t mtp = s->E * q8(2 * s->E) + 3 * 4 * s->E;
@@ -69,8 +71,8 @@ static void check_scale(const char *cfg, const shape *s, uint64_t want_experts, 
     cr_assert_eq(header % 4096, 0);
     cr_assert_geq(file, header + trunk + exp_bytes);
     cr_assert_lt(file, header + trunk + exp_bytes + n * 4096);
-    // KV cache per token: (layers + MTP) x (kv_lora + rope) x 4.
-    cr_assert_eq(field(out, "kv_bytes_per_token_f32"), (s->L + s->nextn) * (s->kvl + s->rope) * 4);
+    // KV cache per token: (layers + MTP) x (kv_lora + rope [+ indexer key]) x 4.
+    cr_assert_eq(field(out, "kv_bytes_per_token_f32"), (s->L + s->nextn) * (s->kvl + s->rope + s->Di) * 4);
     free(out);
     free(c);
 }
@@ -85,17 +87,18 @@ Test(plan, deepseek_v3_real_scale)
 Test(plan, glm_5_1_real_scale)
 {
     shape s = {.V = 154880, .E = 6144, .L = 78, .nextn = 1, .dense = 3, .H = 64, .ql = 2048, .kvl = 512,
-               .nope = 192, .rope = 64, .vh = 256, .ff = 12288, .ffe = 2048, .X = 256, .shared = 1};
+               .nope = 192, .rope = 64, .vh = 256, .ff = 12288, .ffe = 2048, .X = 256, .shared = 1,
+               .Hi = 32, .Di = 128};
     check_scale("configs/glm-5.1.config.json", &s, 19456, 21233664);
     char *c = tu_fixture("configs/glm-5.1.config.json");
     char *out = NULL;
     cr_assert_eq(tu_sh(&out, "%s convert --plan '%s' 2>&1", PETREL_BIN, c), 0);
-    // rope_parameters form, eos list, DSA keys reported (not silently ignored).
+    // rope_parameters form, eos list, the DSA indexer's keys read.
     cr_assert(strstr(out, "rope: theta 1e+06, no scaling"), "%s", out);
     cr_assert(strstr(out, "eos_token_ids: 154820,154827,154829"), "%s", out);
-    cr_assert(strstr(out, "unimplemented_config_keys: 4"), "%s", out);
-    cr_assert(strstr(out, "index_topk=2048"), "%s", out);
-    cr_assert(strstr(out, "not implemented: index_n_heads"), "stderr lacks the report: %s", out);
+    cr_assert(strstr(out, "unimplemented_config_keys: 0"), "%s", out);
+    cr_assert(strstr(out, "dsa: indexer 32 heads x 128, top 2048 keys, interleaved RoPE, 78 of 78 layers full"),
+              "%s", out);
     free(out);
     free(c);
 }
