@@ -130,11 +130,12 @@ Test(tiktoken, cl100k_rust_probes, .init = setup, .fini = teardown)
 
 Test(tiktoken, cl100k_vocab_and_specials, .init = setup, .fini = teardown)
 {
-    // 100256 ranks, then Kimi's rule: 258 ids after the last rank are special
-    cr_assert_eq(pt_tokenizer_vocab_size(tok), 100256 + 258);
+    // 100256 ranks and the listed specials (the last is 100276); a folder
+    // with its own pat_str.txt gets no Kimi reserved block
+    cr_assert_eq(pt_tokenizer_vocab_size(tok), 100277);
     cr_assert_eq(pt_tokenizer_token_id(tok, "<|endoftext|>"), 100257);
     cr_assert_eq(pt_tokenizer_token_id(tok, "<|endofprompt|>"), 100276);
-    cr_assert_eq(pt_tokenizer_token_id(tok, "<|reserved_token_100256|>"), 100256);
+    cr_assert_eq(pt_tokenizer_token_id(tok, "<|reserved_token_100256|>"), -1);
     cr_assert(pt_tokenizer_is_special(tok, 100257));
     cr_assert(!pt_tokenizer_is_special(tok, 100255));
     cr_assert_eq(pt_tokenizer_eos(tok), 100257);
@@ -142,12 +143,6 @@ Test(tiktoken, cl100k_vocab_and_specials, .init = setup, .fini = teardown)
     size_t l;
     const char *p = pt_tokenizer_piece(tok, 0, &l);
     cr_assert(l == 1 && p[0] == '!');
-    // a reserved name in the text is special too (Kimi's encode recognises all)
-    int32_t *ids;
-    pt_err err = {{0}};
-    cr_assert_eq(pt_tokenizer_encode(tok, "<|reserved_token_100300|>", 25, true, false, &ids, &err), 1);
-    cr_assert_eq(ids[0], 100300);
-    free(ids);
 }
 
 // ---- Kimi-K2's pattern -----------------------------------------------------------
@@ -308,6 +303,11 @@ Test(tiktoken, tiny_kimi_folder)
     cr_assert_str_eq(pt_tokenizer_chat_template(t), "{{ 1 }}");
     cr_assert_eq(pt_tokenizer_token_id(t, "<|reserved_token_9|>"), 9);
     int32_t *ids;
+    // a reserved name in the text is special too (Kimi's encode recognises all)
+    cr_assert_eq(pt_tokenizer_encode(t, "<|reserved_token_263|>", 22, true, false, &ids, &err), 1);
+    cr_assert_eq(ids[0], 263);
+    free(ids);
+    cr_assert_null(pt_tokenizer_token_str(t, 264)); // 6 + 258 ids, no more
     int64_t n = pt_tokenizer_encode(t, "abc abab<|im_end|>", 18, true, false, &ids, &err);
     // pieces "abc", " abab" (space prefix), then the special
     int32_t want[] = {4, 5, 3, 3, 8};
@@ -366,7 +366,7 @@ Test(tiktoken, cl100k_gguf_roundtrip)
     cr_assert_str_eq(pre, "llama-bpe"); // cl100k's pattern is Llama-3's regex
     cr_assert_null(gguf_get(g, "petrel.tokenizer.json"));
     gguf_close(g);
-    cr_assert_eq(pt_tokenizer_vocab_size(t), 100514);
+    cr_assert_eq(pt_tokenizer_vocab_size(t), 100277);
     cr_assert_eq(pt_tokenizer_eos(t), 100257);
     check_all_cases(t);
     pt_tokenizer_free(t);
@@ -439,6 +439,38 @@ Test(tiktoken, llamacpp_kimi_gguf)
     cr_assert_eq(pt_tokenizer_eos(t), 7);
     pt_tokenizer_free(t);
     free(path);
+}
+
+// Kimi's encode cuts runs of more than 25,000 non-whitespace characters
+// before the regex: "a" + 25,000 "x" is "a" + 24,999 "x" and then "x".
+// Ranks a x xx: the first part is a, xx * 12,499, x; the second x; one
+// piece (no cut) would be a, xx * 12,500.
+Test(tiktoken, kimi_long_runs_cut)
+{
+    char *d = make_dir("tikrun", "YQ== 0\neA== 1\neHg= 2\n", "{}", NULL);
+    pt_err err = {{0}};
+    pt_tokenizer *t = pt_tokenizer_load_tiktoken(d, &err);
+    cr_assert(t, "%s", err.msg);
+    size_t n = 25001;
+    char *text = malloc(n + 2);
+    text[0] = 'a';
+    memset(text + 1, 'x', n - 1);
+    int32_t *ids;
+    int64_t k = pt_tokenizer_encode(t, text, n, true, false, &ids, &err);
+    cr_assert_eq(k, 1 + 12499 + 2);
+    cr_assert_eq(ids[0], 0);
+    for (int64_t i = 1; i <= 12499; i++)
+        cr_assert_eq(ids[i], 2);
+    cr_assert(ids[12500] == 1 && ids[12501] == 1);
+    free(ids);
+    // 25,000 characters are one piece: a, xx * 12,499, x
+    k = pt_tokenizer_encode(t, text, n - 1, true, false, &ids, &err);
+    cr_assert_eq(k, 1 + 12499 + 1);
+    free(ids);
+    free(text);
+    pt_tokenizer_free(t);
+    tu_rmrf(d);
+    free(d);
 }
 
 // tokenizer.json: an empty continuing_subword_prefix / end_of_word_suffix

@@ -513,6 +513,65 @@ static void encode_plain(enc_ctx *c, const char *s, size_t n, bool parse_special
     free(norm);
 }
 
+// Added tokens split out of text[0..len), the rest encoded as plain text.
+static void encode_part(enc_ctx *c, const char *text, size_t len, bool parse_special, segs *outer, segs *inner)
+{
+    const pt_tokenizer *t = c->t;
+    outer->n = 0;
+    split_added(t, &t->trie_raw, text, len, parse_special, outer);
+    for (size_t i = 0; i < outer->n; i++) {
+        if (outer->v[i].id >= 0)
+            tok_ids_push(c->out, outer->v[i].id);
+        else
+            encode_plain(c, text + outer->v[i].s, outer->v[i].e - outer->v[i].s, parse_special, inner);
+    }
+}
+
+// Python's str.isspace: White_Space plus U+001C..U+001F (bidi class B/S).
+static bool py_isspace(uint32_t c) { return is_ws(c) || (c >= 0x1C && c <= 0x1F); }
+
+#define KIMI_MAX_CHARS 400000 // TIKTOKEN_MAX_ENCODE_CHARS
+#define KIMI_MAX_RUN 25000    // MAX_NO_WHITESPACES_CHARS
+
+// Kimi's encode: the text in windows of KIMI_MAX_CHARS characters, each cut
+// where a run of whitespace or of non-whitespace characters grows past
+// KIMI_MAX_RUN (the run goes on in the next piece); every piece is encoded
+// separately. An invalid UTF-8 byte counts as one non-space character.
+static void encode_kimi(enc_ctx *c, const char *text, size_t len, bool parse_special, segs *outer, segs *inner)
+{
+    const uint8_t *u = (const uint8_t *)text;
+    size_t i = 0;
+    while (i < len) {
+        size_t win_end = i, nch = 0;
+        while (win_end < len && nch < KIMI_MAX_CHARS) {
+            uint32_t cp;
+            int l = tok_utf8_dec(u + win_end, len - win_end, &cp);
+            win_end += l > 0 ? (size_t)l : 1;
+            nch++;
+        }
+        size_t start = i, run = 0;
+        bool run_space = false;
+        for (size_t k = i; k < win_end;) {
+            uint32_t cp = 0;
+            int l = tok_utf8_dec(u + k, win_end - k, &cp);
+            bool sp = l > 0 && py_isspace(cp);
+            if (k == i)
+                run_space = sp;
+            if (sp != run_space) {
+                run = 1;
+                run_space = sp;
+            } else if (++run > KIMI_MAX_RUN) {
+                encode_part(c, text + start, k - start, parse_special, outer, inner);
+                start = k;
+                run = 1;
+            }
+            k += l > 0 ? (size_t)l : 1;
+        }
+        encode_part(c, text + start, win_end - start, parse_special, outer, inner);
+        i = win_end;
+    }
+}
+
 int64_t pt_tokenizer_encode(const pt_tokenizer *t, const char *text, size_t len, bool parse_special,
                             bool add_special_tokens, int32_t **ids, pt_err *err)
 {
@@ -524,15 +583,10 @@ int64_t pt_tokenizer_encode(const pt_tokenizer *t, const char *text, size_t len,
     if (add_special_tokens)
         for (int i = 0; i < t->post.n_pre; i++)
             tok_ids_push(&out, t->post.pre[i]);
-    if (len) {
-        split_added(t, &t->trie_raw, text, len, parse_special, &outer);
-        for (size_t i = 0; i < outer.n; i++) {
-            if (outer.v[i].id >= 0)
-                tok_ids_push(&out, outer.v[i].id);
-            else
-                encode_plain(&c, text + outer.v[i].s, outer.v[i].e - outer.v[i].s, parse_special, &inner);
-        }
-    }
+    if (len && t->kimi_chunks)
+        encode_kimi(&c, text, len, parse_special, &outer, &inner);
+    else if (len)
+        encode_part(&c, text, len, parse_special, &outer, &inner);
     if (add_special_tokens)
         for (int i = 0; i < t->post.n_post; i++)
             tok_ids_push(&out, t->post.post[i]);

@@ -164,6 +164,8 @@ struct pt_tokenizer {
     int n_eog;
 
     char *tiktoken_pat;    // tiktoken kind: the pattern as written (Rust syntax); NULL otherwise
+    bool kimi_chunks;      // Kimi's encode: text cut into <= 400k-char pieces with <= 25k-char
+                           // (non-)whitespace runs, each encoded on its own
 
     tok_cache *cache;
 };

@@ -11,10 +11,13 @@
 //                           pattern applies
 //   chat_template.jinja (optional) used when the config has no template
 // A special <|im_end|> is an end-of-generation id besides the eos.
-// Special ids follow tokenization_kimi.py: the 256 + 2 ids right after the
-// rank table are special, named from added_tokens_decoder or else
-// "<|reserved_token_N|>"; other ids listed in added_tokens_decoder are
-// special too.
+// Special ids: those listed in added_tokens_decoder; in Kimi's folder (no
+// pat_str.txt) also, as tokenization_kimi.py, the 256 + 2 ids right after
+// the rank table, unlisted ones named "<|reserved_token_N|>".
+// Kimi's encode cuts the text before anything else into pieces of at most
+// 400,000 characters and no more than 25,000 consecutive (non-)whitespace
+// characters (its _split_whitespaces_or_nonwhitespaces), each encoded on
+// its own; a tokenizer with Kimi's pattern does the same (tok_encode.c).
 //
 // The result is an ordinary pt_tokenizer, so encode/decode/streaming are
 // shared: byte-level, one Isolated regex split, and tiktoken's merge rule
@@ -99,6 +102,7 @@ static pt_tokenizer *tik_build(const char *name, int32_t n, char **bytes, uint32
     t->n_vocab = n;
     t->byte_level = t->ignore_merges = true;
     t->tiktoken_pat = strdup(pattern);
+    t->kimi_chunks = !strcmp(pattern, tok_kimi_pattern);
     t->tok_str = calloc((size_t)n + 1, sizeof *t->tok_str);
     t->attr = calloc((size_t)n + 1, 1);
     t->piece = bytes;
@@ -331,7 +335,10 @@ pt_tokenizer *pt_tokenizer_load_tiktoken(const char *dir, pt_err *err)
     json_object_object_get_ex(cfg, "added_tokens_decoder", &dec);
     if (dec && !json_object_is_type(dec, json_type_object))
         dec = NULL;
-    int64_t n = n_ranks > n_lines + KIMI_RESERVED ? n_ranks : n_lines + KIMI_RESERVED;
+    // Kimi's folder (no pat_str.txt) has the reserved block; another
+    // tiktoken encoding has exactly the special tokens it lists
+    int reserved = strcmp(pattern, tok_kimi_pattern) ? 0 : KIMI_RESERVED;
+    int64_t n = n_ranks > n_lines + reserved ? n_ranks : n_lines + reserved;
     if (dec) {
         json_object_object_foreach(dec, k, v) {
             (void)v;
@@ -354,7 +361,7 @@ pt_tokenizer *pt_tokenizer_load_tiktoken(const char *dir, pt_err *err)
     n_alloc = n;
     for (int32_t i = 0; i < n_ranks; i++)
         kind[i] = bytes[i] ? TIK_RANK : TIK_HOLE;
-    for (int64_t i = n_lines; i < n_lines + KIMI_RESERVED; i++) {
+    for (int64_t i = n_lines; i < n_lines + reserved; i++) {
         if (kind[i] == TIK_RANK)
             continue; // a rank table with holes: ranks win
         char name[48];
