@@ -232,32 +232,53 @@ void pt_deq_q5_1(const void *src, float *y, int64_t n)
 
 // ---- scalar dot products -----------------------------------------------
 //
-// Contract (qtypes.h, 32-value blocks), for block b in order, eight f32
-// lanes acc[] starting at +0:
-//   s_b = exact int32 dot of the weight quants with the activation quants
-//   Q5_0 (Q8_0 act):     acc[b%8] = fmaf((float)s_b, d_w*d_x, acc[b%8])
-//                        with the quants q - 16 (-16..15)
-//   Q4_1/Q5_1 (Q8_1 act): acc[b%8] = fmaf((float)s_b, d_w*d_x, acc[b%8]);
-//                        acc[b%8] = fmaf(m_w, s_x, acc[b%8])
-//                        with the unsigned quants (0..15 / 0..31)
-//   result = ((a0+a4)+(a2+a6))+((a1+a5)+(a3+a7))
-// d_w*d_x is a product of two fp16 values, exact in f32.
+// Contract: the f32 arithmetic of ggml's x86 (AVX2) kernels
+// ggml_vec_dot_q4_1_q8_1 / q5_0_q8_0 / q5_1_q8_1, so that a row's dot
+// product is bit-identical to llama.cpp's where it uses them (Q4_1 and
+// Q5_1 always; Q5_0 in the expert products: its dense products go through
+// llamafile's tinyBLAS there, which sums in another order). Per block b,
+// in order, with eight f32 lanes acc[l] and one f32 summs, all from +0:
+//   lane sums p_l = sum_{v<4} q(4l + v) * x(4l + v), exact int32 (lane l
+//   of ggml's 32-byte register), q the unsigned quants (Q4_1: 0..15,
+//   Q5_1: 0..31) or q - 16 (Q5_0)
+//   acc[l] = fmaf(d_w * d_x, (float)p_l, acc[l])
+//   Q4_1 / Q5_1 also: summs = fmaf(m_w, s_x, summs)  (ggml's
+//   `summs += m * s`, contracted to an fma by its -march=native build)
+// result = ((a0+a4)+(a2+a6))+((a1+a5)+(a3+a7)) + summs (ggml's hsum_float_8)
+// d_w * d_x is a product of two fp16 values, exact in f32.
+
+static float hsum8(const float a[8])
+{
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+// One block's lane sums into acc: q (32, value order) times x.
+static void lanes_fma(const int8_t q[32], const int8_t x[32], float dd, float acc[8])
+{
+    for (int l = 0; l < 8; l++) {
+        int32_t p = 0;
+        for (int v = 0; v < 4; v++)
+            p += q[4 * l + v] * x[4 * l + v];
+        acc[l] = fmaf(dd, (float)p, acc[l]);
+    }
+}
 
 float pt_vdot_q4_1_scalar(const void *w, const void *xq, int64_t n)
 {
     assert(n % 32 == 0);
     const pt_blk_q4_1 *b = w;
     const block_q8_1 *x = xq;
-    float acc[8] = {0};
+    float acc[8] = {0}, summs = 0.0f;
     for (int64_t i = 0; i < n / 32; i++) {
-        int32_t s = 0;
-        for (int j = 0; j < 16; j++)
-            s += (b[i].qs[j] & 0xF) * x[i].qs[j] + (b[i].qs[j] >> 4) * x[i].qs[j + 16];
-        const float dd = pt_fp16_to_f32(b[i].d) * pt_fp16_to_f32(x[i].d);
-        acc[i % 8] = fmaf((float)s, dd, acc[i % 8]);
-        acc[i % 8] = fmaf(pt_fp16_to_f32(b[i].m), pt_fp16_to_f32(x[i].s), acc[i % 8]);
+        int8_t q[32];
+        for (int j = 0; j < 16; j++) {
+            q[j] = (int8_t)(b[i].qs[j] & 0xF);
+            q[j + 16] = (int8_t)(b[i].qs[j] >> 4);
+        }
+        summs = fmaf(pt_fp16_to_f32(b[i].m), pt_fp16_to_f32(x[i].s), summs);
+        lanes_fma(q, x[i].qs, pt_fp16_to_f32(b[i].d) * pt_fp16_to_f32(x[i].d), acc);
     }
-    return pt_reduce8(acc);
+    return hsum8(acc) + summs;
 }
 
 float pt_vdot_q5_0_scalar(const void *w, const void *xq, int64_t n)
@@ -267,15 +288,14 @@ float pt_vdot_q5_0_scalar(const void *w, const void *xq, int64_t n)
     const block_q8_0 *x = xq;
     float acc[8] = {0};
     for (int64_t i = 0; i < n / 32; i++) {
-        uint8_t q[32];
-        q5_unpack(b[i].qh, b[i].qs, q);
-        int32_t s = 0;
+        uint8_t u[32];
+        int8_t q[32];
+        q5_unpack(b[i].qh, b[i].qs, u);
         for (int j = 0; j < 32; j++)
-            s += (q[j] - 16) * x[i].qs[j];
-        const float dd = pt_fp16_to_f32(b[i].d) * pt_fp16_to_f32(x[i].d);
-        acc[i % 8] = fmaf((float)s, dd, acc[i % 8]);
+            q[j] = (int8_t)(u[j] - 16);
+        lanes_fma(q, x[i].qs, pt_fp16_to_f32(b[i].d) * pt_fp16_to_f32(x[i].d), acc);
     }
-    return pt_reduce8(acc);
+    return hsum8(acc);
 }
 
 float pt_vdot_q5_1_scalar(const void *w, const void *xq, int64_t n)
@@ -283,16 +303,15 @@ float pt_vdot_q5_1_scalar(const void *w, const void *xq, int64_t n)
     assert(n % 32 == 0);
     const pt_blk_q5_1 *b = w;
     const block_q8_1 *x = xq;
-    float acc[8] = {0};
+    float acc[8] = {0}, summs = 0.0f;
     for (int64_t i = 0; i < n / 32; i++) {
-        uint8_t q[32];
-        q5_unpack(b[i].qh, b[i].qs, q);
-        int32_t s = 0;
+        uint8_t u[32];
+        int8_t q[32];
+        q5_unpack(b[i].qh, b[i].qs, u);
         for (int j = 0; j < 32; j++)
-            s += q[j] * x[i].qs[j];
-        const float dd = pt_fp16_to_f32(b[i].d) * pt_fp16_to_f32(x[i].d);
-        acc[i % 8] = fmaf((float)s, dd, acc[i % 8]);
-        acc[i % 8] = fmaf(pt_fp16_to_f32(b[i].m), pt_fp16_to_f32(x[i].s), acc[i % 8]);
+            q[j] = (int8_t)u[j];
+        summs = fmaf(pt_fp16_to_f32(b[i].m), pt_fp16_to_f32(x[i].s), summs);
+        lanes_fma(q, x[i].qs, pt_fp16_to_f32(b[i].d) * pt_fp16_to_f32(x[i].d), acc);
     }
-    return pt_reduce8(acc);
+    return hsum8(acc) + summs;
 }

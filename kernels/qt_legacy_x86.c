@@ -5,10 +5,9 @@
 // Quantisers: the same IEEE operations as the scalar ones, with
 // _mm256_round_ps(TO_NEAREST_INT) for the ties-to-even rounding (what
 // ggml's own x86 code uses; it ignores the MXCSR mode).
-// Dot products: eight blocks at a time; block j's exact int32 dot lands in
-// lane j of one vector (hadd tree), which meets d_w*d_x (and m_w, s_x) in
-// the lane's fma: lane b % 8 of the 32-block contract. A tail of fewer than
-// 8 blocks is zero-padded (fmaf(0, 0, acc) == acc for acc from +0).
+// Dot products: ggml's own AVX2 loop (qt_legacy.c's contract): per block
+// the eight int32 lane sums of maddubs + madd (or one vpdpbusd), converted
+// and fma'd with d_w * d_x into eight f32 lanes; the min term in a scalar.
 #include "kernels/qt_legacy.h"
 #include "kernels/qt_blocks.h"
 
@@ -195,98 +194,52 @@ TGT5I __m256i dot_u_vnni(__m256i u, __m256i x)
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, x);
 }
 
-// 8 block vectors -> lane j = sum of vector j's lanes (exact)
-TGTI __m256i fold8(const __m256i s[8])
+// ggml's hsum_float_8
+TGTI float hsum8_ps(__m256 a)
 {
-    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
-    const __m256i c = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20), _mm256_permute2x128_si256(a, c, 0x31));
-}
-
-TGTI float reduce8(__m256 a)
-{
-    // ((a0+a4)+(a2+a6))+((a1+a5)+(a3+a7)), as pt_reduce8
-    __m128 t = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    __m128 t = _mm_add_ps(_mm256_extractf128_ps(a, 1), _mm256_castps256_ps128(a));
     t = _mm_add_ps(t, _mm_movehl_ps(t, t));
     t = _mm_add_ss(t, _mm_movehdup_ps(t));
     return _mm_cvtss_f32(t);
 }
 
-TGTI short ld16s(const uint8_t *p)
+TGTI float h2f(uint16_t h)
 {
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return (short)v;
+    return _cvtsh_ss(h);
 }
 
-// 8 fp16 values at p + k * stride as f32 (inserted one by one: a store to
-// memory and a wide reload would stall store forwarding)
-TGTI __m256 fp16x8(const uint8_t *p, size_t stride)
-{
-    const __m128i h = _mm_setr_epi16(ld16s(p), ld16s(p + stride), ld16s(p + 2 * stride), ld16s(p + 3 * stride),
-                                     ld16s(p + 4 * stride), ld16s(p + 5 * stride), ld16s(p + 6 * stride),
-                                     ld16s(p + 7 * stride));
-    return _mm256_cvtph_ps(h);
-}
-
-// The three kernels share one loop: BLK the weight block, XB the activation
-// block, QH the fifth bits of block i + k (NULL for Q4_1), OFF whether 16 is
-// subtracted from the quants (Q5_0, through the sign trick) and HAS_M the
-// min term (m_w at byte 2 of the weight block, s_x at byte 2 of Q8_1); DOT
-// the block product (dot_u or dot_u_vnni).
-#define LEGACY_LOOP(BLK, XB, QH, OFF, HAS_M, DOT)                                                      \
+// The three kernels share one loop (qt_legacy.c's contract): BLK the
+// weight block, XB the activation block, QH the fifth bits of block i
+// (NULL for Q4_1), OFF whether 16 is subtracted from the quants (Q5_0,
+// through the sign trick, as ggml), HAS_M the min term (m_w at byte 2 of
+// the weight block, s_x at byte 2 of Q8_1), DOT the lane sums (dot_u or
+// dot_u_vnni).
+#define LEGACY_LOOP(BLK, XB, QH, OFF, HAS_M, DOT)                                                    \
     assert(n % 32 == 0);                                                                             \
     const BLK *wb = w;                                                                               \
     const XB *xb = xq;                                                                               \
-    const int64_t nb = n / 32;                                                                       \
     __m256 acc = _mm256_setzero_ps();                                                                \
-    for (int64_t i = 0; i < nb; i += 8) {                                                            \
-        const int64_t cnt = nb - i < 8 ? nb - i : 8;                                                 \
-        __m256i s[8];                                                                                \
-        for (int k = 0; k < 8; k++) {                                                                \
-            if (k >= cnt) {                                                                          \
-                s[k] = _mm256_setzero_si256();                                                       \
-                continue;                                                                            \
-            }                                                                                        \
-            const __m256i u = quants32(wb[i + k].qs, QH);                                            \
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)xb[i + k].qs);                    \
-            if (OFF) { /* (u - 16) * x = |u - 16| * sign(x, u - 16) */                               \
-                const __m256i sq = _mm256_sub_epi8(u, _mm256_set1_epi8(16));                         \
-                s[k] = DOT(_mm256_abs_epi8(sq), _mm256_sign_epi8(xv, sq));                           \
-            } else {                                                                                 \
-                s[k] = DOT(u, xv);                                                                   \
-            }                                                                                        \
+    float summs = 0.0f;                                                                              \
+    for (int64_t i = 0; i < n / 32; i++) {                                                           \
+        const __m256i u = quants32(wb[i].qs, QH);                                                    \
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)xb[i].qs);                            \
+        __m256i p;                                                                                   \
+        if (OFF) { /* (u - 16) * x = |u - 16| * sign(x, u - 16) */                                   \
+            const __m256i sq = _mm256_sub_epi8(u, _mm256_set1_epi8(16));                             \
+            p = DOT(_mm256_sign_epi8(sq, sq), _mm256_sign_epi8(xv, sq));                             \
+        } else {                                                                                     \
+            p = DOT(u, xv);                                                                          \
         }                                                                                            \
-        const __m256 sf = _mm256_cvtepi32_ps(fold8(s));                                              \
-        __m256 dd, mw = _mm256_setzero_ps(), sx = _mm256_setzero_ps();                               \
-        if (cnt == 8) {                                                                              \
-            dd = _mm256_mul_ps(fp16x8((const uint8_t *)&wb[i].d, sizeof(BLK)),                       \
-                               fp16x8((const uint8_t *)&xb[i].d, sizeof(XB)));                       \
-            if (HAS_M) {                                                                             \
-                mw = fp16x8((const uint8_t *)&wb[i] + 2, sizeof(BLK));                               \
-                sx = fp16x8((const uint8_t *)&xb[i] + 2, sizeof(XB));                                \
-            }                                                                                        \
-        } else { /* tail: zero scales in the padded lanes */                                         \
-            float d[8] = {0}, m[8] = {0}, sv[8] = {0};                                               \
-            for (int k = 0; k < cnt; k++) {                                                          \
-                d[k] = pt_fp16_to_f32(wb[i + k].d) * pt_fp16_to_f32(xb[i + k].d);                    \
-                if (HAS_M) {                                                                         \
-                    uint16_t h;                                                                      \
-                    memcpy(&h, (const uint8_t *)&wb[i + k] + 2, 2);                                  \
-                    m[k] = pt_fp16_to_f32(h);                                                        \
-                    memcpy(&h, (const uint8_t *)&xb[i + k] + 2, 2);                                  \
-                    sv[k] = pt_fp16_to_f32(h);                                                       \
-                }                                                                                    \
-            }                                                                                        \
-            dd = _mm256_loadu_ps(d);                                                                 \
-            mw = _mm256_loadu_ps(m);                                                                 \
-            sx = _mm256_loadu_ps(sv);                                                                \
+        if (HAS_M) {                                                                                 \
+            uint16_t mh, sh;                                                                         \
+            memcpy(&mh, (const uint8_t *)&wb[i] + 2, 2);                                             \
+            memcpy(&sh, (const uint8_t *)&xb[i] + 2, 2);                                             \
+            summs = fmaf(h2f(mh), h2f(sh), summs);                                                   \
         }                                                                                            \
-        acc = _mm256_fmadd_ps(sf, dd, acc);                                                          \
-        if (HAS_M)                                                                                   \
-            acc = _mm256_fmadd_ps(mw, sx, acc);                                                      \
+        const __m256 dd = _mm256_set1_ps(h2f(wb[i].d) * h2f(xb[i].d));                               \
+        acc = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(p), acc);                                       \
     }                                                                                                \
-    return reduce8(acc);
+    return hsum8_ps(acc) + summs;
 
 TGT float pt_vdot_q4_1_avx2(const void *w, const void *xq, int64_t n)
 {
@@ -295,24 +248,24 @@ TGT float pt_vdot_q4_1_avx2(const void *w, const void *xq, int64_t n)
 
 TGT float pt_vdot_q5_0_avx2(const void *w, const void *xq, int64_t n)
 {
-    LEGACY_LOOP(pt_blk_q5_0, block_q8_0, wb[i + k].qh, 1, 0, dot_u)
+    LEGACY_LOOP(pt_blk_q5_0, block_q8_0, wb[i].qh, 1, 0, dot_u)
 }
 
 TGT float pt_vdot_q5_1_avx2(const void *w, const void *xq, int64_t n)
 {
-    LEGACY_LOOP(pt_blk_q5_1, block_q8_1, wb[i + k].qh, 0, 1, dot_u)
+    LEGACY_LOOP(pt_blk_q5_1, block_q8_1, wb[i].qh, 0, 1, dot_u)
 }
 
 // AVX-512 VNNI (on 256-bit registers): the same loop with vpdpbusd (Q4_1
 // gains nothing from it and keeps the AVX2 kernel on that path)
 TGT5 float pt_vdot_q5_0_avx512(const void *w, const void *xq, int64_t n)
 {
-    LEGACY_LOOP(pt_blk_q5_0, block_q8_0, wb[i + k].qh, 1, 0, dot_u_vnni)
+    LEGACY_LOOP(pt_blk_q5_0, block_q8_0, wb[i].qh, 1, 0, dot_u_vnni)
 }
 
 TGT5 float pt_vdot_q5_1_avx512(const void *w, const void *xq, int64_t n)
 {
-    LEGACY_LOOP(pt_blk_q5_1, block_q8_1, wb[i + k].qh, 0, 1, dot_u_vnni)
+    LEGACY_LOOP(pt_blk_q5_1, block_q8_1, wb[i].qh, 0, 1, dot_u_vnni)
 }
 
 #endif

@@ -15,6 +15,8 @@
 //      Q4_0/Q5_0/Q8_0/IQ4_NL:  acc[b%8] = fmaf((float)s_b, d_w*d_x, acc[b%8])
 //      Q4_1/Q5_1:              acc[b%8] = fmaf((float)s_b, d_w*d_x, acc[b%8]);
 //                              acc[b%8] = fmaf(m_w, s_x, acc[b%8])
+//    (Q4_1, Q5_0, Q5_1 instead follow ggml's AVX2 lanes and equal llama.cpp's
+//    x86 dot products bit for bit; their contract is in qt_legacy.c)
 //  * 256-value super-blocks (the K and IQ types but IQ4_NL): activations
 //    quantised to Q8_K (ggml's quantize_row_q8_K_ref); each super-block's
 //    integer sums are exact int32, combined with the block's float scales
