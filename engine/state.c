@@ -8,7 +8,11 @@
 //   tokens  (n_past) int32
 //   kv[il]  (len_il, kv_dim) float32 for each block il, len_il = n_past for
 //           trunk blocks and mtp_len for the MTP block
+//   ik[il]  (len_il, idx_dim) float32 for each block il with a DSA indexer
+//           (the indexer key cache; none for other models)
 // Positions are implicit: row p of every block is position p.
+// Version 2 added the indexer key cache (and idx_dim): a version 1 state is
+// refused, naming both versions, rather than read without its keys.
 // The header carries a model identity (hparams, file size, tensor count and
 // the first and last 64 KiB of the tensor data), the raw and compressed
 // sizes, a hash of the raw payload and a hash of the header itself.
@@ -25,7 +29,7 @@
 #include "engine/context.h"
 
 #define ST_MAGIC "PETRELKV"
-#define ST_VERSION 1u
+#define ST_VERSION 2u
 #define ST_ID_SPAN (64u << 10)
 
 typedef struct st_header {
@@ -38,7 +42,7 @@ typedef struct st_header {
     int32_t n_past;         // filled trunk positions
     int32_t mtp_len;        // filled MTP positions
     uint32_t n_vocab;       // for the error message on a model mismatch
-    uint32_t reserved;      // 0
+    uint32_t idx_dim;       // DSA indexer key length (0: no indexer key cache)
     uint64_t raw_bytes;     // decompressed payload size
     uint64_t comp_bytes;    // zstd frame size following the header
     uint64_t payload_hash;  // st_hash over the raw payload
@@ -73,7 +77,8 @@ static int st_model_id(const petrel_model *m, uint64_t *id, pt_err *err)
     const gguf_file *g = m->gguf;
     uint32_t f[] = {hp->n_vocab, hp->n_embd, hp->n_layer, hp->n_nextn, hp->n_head, hp->q_lora_rank,
                     hp->kv_lora_rank, hp->qk_nope, hp->qk_rope, hp->v_head, hp->n_ff, hp->n_ff_exp,
-                    hp->n_expert, hp->n_expert_used, hp->n_expert_shared, hp->n_dense_lead};
+                    hp->n_expert, hp->n_expert_used, hp->n_expert_shared, hp->n_dense_lead,
+                    hp->idx_n_head, hp->idx_head_dim, hp->idx_topk, hp->idx_rope_neox};
     uint64_t h = st_hash(ST_SEED, f, sizeof f);
     uint64_t sz[2] = {g->file_size, g->n_tensors};
     h = st_hash(h, sz, sizeof sz);
@@ -95,14 +100,24 @@ static int st_model_id(const petrel_model *m, uint64_t *id, pt_err *err)
     return 0;
 }
 
+// Length of the indexer keys the context caches (0: none).
+static uint32_t st_idx_dim(const petrel_context *c)
+{
+    for (uint32_t il = 0; il < pt_hp_n_blocks(&c->model->hp); il++)
+        if (c->ik[il])
+            return c->model->hp.idx_head_dim;
+    return 0;
+}
+
 // One payload segment: a pointer and a byte count, in payload order.
 typedef struct st_seg {
     void *p;
     size_t n;
 } st_seg;
 
-// Lists the payload segments of c (tokens, then each block's filled rows)
-// into segs (n_blocks + 1 entries); returns the total byte count.
+// Lists the payload segments of c (tokens, each block's filled latent rows,
+// then each block's filled indexer key rows, empty without an indexer) into
+// segs (2 * n_blocks + 1 entries); returns the total byte count.
 static uint64_t st_segments(const petrel_context *c, int32_t n_past, int32_t mtp_len, st_seg *segs)
 {
     const uint32_t nb = pt_hp_n_blocks(&c->model->hp);
@@ -115,6 +130,10 @@ static uint64_t st_segments(const petrel_context *c, int32_t n_past, int32_t mtp
         segs[il + 1].p = c->kv[il];
         segs[il + 1].n = (size_t)len * c->kv_dim * sizeof(float);
         total += segs[il + 1].n;
+        st_seg *ik = &segs[nb + 1 + il];
+        ik->p = c->ik[il];
+        ik->n = c->ik[il] ? (size_t)len * st_idx_dim(c) * sizeof(float) : 0;
+        total += ik->n;
     }
     return total;
 }
@@ -143,10 +162,12 @@ int petrel_state_save_mem(petrel_context *c, void **out, size_t *out_len, char *
     }
     h.n_blocks = nb;
     h.kv_dim = c->kv_dim;
+    h.idx_dim = st_idx_dim(c);
     h.n_past = c->n_past;
     h.mtp_len = c->model->hp.n_nextn ? c->mtp_len : 0;
     h.n_vocab = c->model->hp.n_vocab;
-    st_seg *segs = calloc(nb + 1, sizeof *segs);
+    const uint32_t n_segs = 2 * nb + 1;
+    st_seg *segs = calloc(n_segs, sizeof *segs);
     if (!segs)
         return -1;
     h.raw_bytes = st_segments(c, h.n_past, h.mtp_len, segs);
@@ -167,10 +188,10 @@ int petrel_state_save_mem(petrel_context *c, void **out, size_t *out_len, char *
     ZSTD_outBuffer ob = {buf + sizeof h, cap - sizeof h, 0};
     uint64_t ph = ST_SEED;
     int fail = 0;
-    for (uint32_t s = 0; s <= nb && !fail; s++) {
+    for (uint32_t s = 0; s < n_segs && !fail; s++) {
         ph = st_hash(ph, segs[s].p, segs[s].n);
         ZSTD_inBuffer ib = {segs[s].p, segs[s].n, 0};
-        ZSTD_EndDirective mode = s == nb ? ZSTD_e_end : ZSTD_e_continue;
+        ZSTD_EndDirective mode = s + 1 == n_segs ? ZSTD_e_end : ZSTD_e_continue;
         for (;;) {
             size_t r = ZSTD_compressStream2(z, &ob, &ib, mode);
             if (ZSTD_isError(r)) {
@@ -207,6 +228,9 @@ static int st_check_header(const petrel_context *c, const st_header *h, size_t a
                        avail, sizeof *h);
     if (memcmp(h->magic, ST_MAGIC, 8) != 0)
         return pt_errf(err, "%s: not a Petrel state file (bad magic)", name);
+    if (h->version == 1)
+        return pt_errf(err, "%s: state version 1 is no longer read (this build reads version %u, which also holds "
+                       "the DSA indexer key cache): re-create the state", name, ST_VERSION);
     if (h->version != ST_VERSION || h->header_bytes != sizeof *h)
         return pt_errf(err, "%s: unsupported state version %u (this build reads version %u)", name, h->version,
                        ST_VERSION);
@@ -217,7 +241,7 @@ static int st_check_header(const petrel_context *c, const st_header *h, size_t a
     if (st_model_id(c->model, &id, &e2) < 0)
         return pt_errf(err, "%s", e2.msg);
     const uint32_t nb = pt_hp_n_blocks(&c->model->hp);
-    if (h->model_id != id || h->n_blocks != nb || h->kv_dim != c->kv_dim)
+    if (h->model_id != id || h->n_blocks != nb || h->kv_dim != c->kv_dim || h->idx_dim != st_idx_dim(c))
         return pt_errf(err,
                        "%s: the state belongs to another model (%u blocks, kv dim %u, vocab %u; id %016llx) "
                        "than %s (id %016llx)",
@@ -261,7 +285,8 @@ static int load_named(petrel_context *c, const void *buf, size_t len, const char
         return -1;
     }
     const uint32_t nb = pt_hp_n_blocks(&c->model->hp);
-    st_seg *segs = calloc(nb + 1, sizeof *segs);
+    const uint32_t n_segs = 2 * nb + 1;
+    st_seg *segs = calloc(n_segs, sizeof *segs);
     ZSTD_DCtx *z = ZSTD_createDCtx();
     if (!segs || !z) {
         free(segs);
@@ -280,7 +305,7 @@ static int load_named(petrel_context *c, const void *buf, size_t len, const char
     ZSTD_inBuffer ib = {(const unsigned char *)buf + sizeof h, len - sizeof h, 0};
     uint64_t ph = ST_SEED;
     size_t r = 1;
-    for (uint32_t s = 0; s <= nb && !fail; s++) {
+    for (uint32_t s = 0; s < n_segs && !fail; s++) {
         ZSTD_outBuffer ob = {segs[s].p, segs[s].n, 0};
         while (ob.pos < ob.size) {
             size_t in0 = ib.pos;
