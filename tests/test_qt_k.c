@@ -9,7 +9,9 @@
 // formulas written here (lrintf in the default rounding mode, i.e. ties to
 // even, as _mm256_round_ps and nearest_int round) on crafted inputs;
 // (4) llama.cpp's own tensors (fixtures qrows/) against llama.cpp's own
-// dequantisation of them (samples/), dotted in double with the activation.
+// dequantisation of them (samples/), dotted in double with the activation;
+// (5) llama.cpp's own x86 activation quantisation and vec_dot results
+// (fixtures llamacpp_vdot/), bit for bit.
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <json-c/json.h>
@@ -313,6 +315,68 @@ Test(qt_vdot, fixture_rows_vs_ggml_dequantised)
         cr_assert_gt(counts[types[t].t], 0, "no %s tensor in the fixtures", pt_dtype_name(types[t].t));
     }
     free(dir);
+}
+
+// ---- llama.cpp's own x86 results ----------------------------------------
+
+// tests/fixtures/llamacpp_vdot (gen_vdot.c there): rows of every type with
+// activations, llama.cpp's x86 quantisation of the activations and its
+// ggml_vec_dot result. Petrel's activation quantiser gives the same bytes
+// and every path's vdot the same float, bit for bit.
+Test(qt_vdot, llamacpp_x86_bit_identical)
+{
+    char *js = tu_fixture("llamacpp_vdot/cases.json"), *bn = tu_fixture("llamacpp_vdot/cases.bin");
+    json_object *root = json_object_from_file(js), *cases;
+    size_t blen = 0;
+    uint8_t *bin = tu_read(bn, &blen);
+    cr_assert(root && bin, "fixture %s", js);
+    cr_assert(json_object_object_get_ex(root, "cases", &cases));
+    int checked = 0;
+    for (size_t k = 0; k < json_object_array_length(cases); k++) {
+        json_object *c = json_object_array_get_idx(cases, k), *v;
+        cr_assert(json_object_object_get_ex(c, "type", &v));
+        const int type = pt_dtype_from_name(json_object_get_string(v));
+        const pt_qtraits *q = pt_qtraits_of((uint32_t)type);
+        cr_assert(q);
+        cr_assert(json_object_object_get_ex(c, "n", &v));
+        const int64_t n = json_object_get_int64(v);
+        int64_t off[3], len[3];
+        const char *keys[3] = {"w", "x_f32", "xq"};
+        for (int i = 0; i < 3; i++) {
+            cr_assert(json_object_object_get_ex(c, keys[i], &v));
+            off[i] = json_object_get_int64(json_object_array_get_idx(v, 0));
+            len[i] = json_object_get_int64(json_object_array_get_idx(v, 1));
+            cr_assert_leq((size_t)(off[i] + len[i]), blen);
+        }
+        cr_assert(json_object_object_get_ex(c, "dot_bits", &v));
+        const uint32_t want = (uint32_t)json_object_get_int64(v);
+        cr_assert_eq((size_t)len[0], pt_row_bytes((pt_dtype)type, (uint64_t)n));
+        cr_assert_eq((size_t)len[2], pt_act_row_bytes(q->act, n));
+        float *x = malloc((size_t)len[1]);
+        memcpy(x, bin + off[1], (size_t)len[1]);
+        uint8_t *xq = malloc((size_t)len[2]);
+        pt_actq_of(q->act)(x, xq, n);
+        cr_assert(memcmp(xq, bin + off[2], (size_t)len[2]) == 0, "case %zu (%s n=%lld): activation bytes differ from llama.cpp's",
+                  k, q->name, (long long)n);
+        for (int p = 0; p < PT_QPATH_N; p++) {
+            if (!path_ok(p) || !q->vdot[p])
+                continue;
+            const float got = q->vdot[p](bin + off[0], xq, n);
+            float wf;
+            memcpy(&wf, &want, 4);
+            cr_assert_eq(fbits(got), want, "case %zu (%s n=%lld) path %d: %.9g, llama.cpp %.9g", k, q->name,
+                         (long long)n, p, got, wf);
+        }
+        free(x);
+        free(xq);
+        checked++;
+    }
+    cr_log_info("%d llama.cpp cases bit-identical", checked);
+    cr_assert_geq(checked, 96);
+    json_object_put(root);
+    free(bin);
+    free(js);
+    free(bn);
 }
 
 // ---- activation quantisers ---------------------------------------------
