@@ -209,6 +209,46 @@ Test(tiktoken, kimi_pattern_splits)
     cr_assert_eq(fails, 0);
 }
 
+// Kimi's pattern as OpenAI's Rust core runs it (npm tiktoken 1.0.22, Rust
+// fancy-regex with native && intersections) over cl100k's ranks: 577
+// texts (cl100k's, Kimi-specific ones, seeded mixes of Han, kana, Hangul,
+// Latin, digits and contractions), ids both ways.
+Test(tiktoken, kimi_pattern_vs_rust)
+{
+    char *d = tu_tmpdir("tikkimipat"), *c = tu_fixture("tokenizer/tiktoken/cl100k"),
+         *k = tu_fixture("tokenizer/tiktoken/kimi_pattern"), *out = NULL;
+    cr_assert_eq(tu_sh(&out, "ln -s %s/tiktoken.model %s/tokenizer_config.json %s/pat_str.txt %s/", c, c, k, d), 0);
+    free(out);
+    pt_err err = {{0}};
+    pt_tokenizer *t = pt_tokenizer_load_tiktoken(d, &err);
+    cr_assert(t, "%s", err.msg);
+    // the fixture's pattern is the built-in one
+    size_t pl;
+    char *pf = malloc(strlen(k) + 16);
+    sprintf(pf, "%s/pat_str.txt", k);
+    char *pat = tu_read(pf, &pl);
+    cr_assert(pat && pl == strlen(pt_tiktoken_kimi_pattern()) + 1 &&
+              !memcmp(pat, pt_tiktoken_kimi_pattern(), pl - 1));
+    free(pat);
+    free(pf);
+    size_t n;
+    json_object **cases = read_jsonl("tokenizer/tiktoken/kimi_pattern/cases.jsonl", &n);
+    cr_assert_eq(n, 577);
+    int fails = 0;
+    for (size_t i = 0; i < n; i++) {
+        check(t, cases[i], i, "ids", false, &fails);
+        check(t, cases[i], i, "ids_special", true, &fails);
+        json_object_put(cases[i]);
+    }
+    free(cases);
+    cr_assert_eq(fails, 0, "%d mismatches (see log)", fails);
+    pt_tokenizer_free(t);
+    tu_rmrf(d);
+    free(d);
+    free(c);
+    free(k);
+}
+
 // Rust's '$' is the end of the text only; '.' is anything but "\n".
 Test(tiktoken, rust_dollar_and_dot)
 {

@@ -40,6 +40,8 @@ const char tok_kimi_pattern[] =
     "|\\s+(?!\\S)"
     "|\\s+";
 
+const char *pt_tiktoken_kimi_pattern(void) { return tok_kimi_pattern; }
+
 // Rust's White_Space, as the body of a PCRE2 class.
 #define WS_BODY "\\t\\n\\x0B\\f\\r\\x20\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 

@@ -41,6 +41,9 @@ void pt_tokenizer_free(pt_tokenizer *t);
 // when absent) and an optional chat_template.jinja. NULL + err naming the
 // file and line / field.
 pt_tokenizer *pt_tokenizer_load_tiktoken(const char *dir, pt_err *err);
+// Kimi-K2's pre-tokenizer pattern as its tokenization_kimi.py writes it
+// (Rust syntax), the one a folder without pat_str.txt uses.
+const char *pt_tiktoken_kimi_pattern(void);
 // True when dir holds a tiktoken.model.
 bool pt_tokenizer_is_tiktoken_dir(const char *dir);
 // The pieces a tiktoken pattern (Rust syntax; NULL = Kimi-K2's) cuts text
