@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 
 #include "engine/context.h"
 #include "engine/dsa.h"
+#include "format/safetensors.h"
 #include "petrel.h"
 #include "tests/testutil.h"
 
@@ -375,4 +377,377 @@ Test(glm5, state_roundtrip_with_indexer_keys)
     petrel_context_free(c);
     petrel_model_close(m);
     free(model);
+}
+
+// ---- shared indexers (indexer_types) against a float reference -------------------
+//
+// ref_* below is a plain double-precision forward pass of tiny-glm5 written
+// from the formulas of the fixture's README (naive MLA, the indexer, the
+// noaux_tc router), reading the BF16 safetensors directly. It is first held
+// to the golden logits and selections with every layer full; then Petrel on
+// a variant whose config marks layers 1 and 3 "shared" must match it run
+// with the same marks (a shared layer reuses the selection of the last full
+// layer before it).
+
+
+#define R_E 256
+#define R_H 4
+#define R_QL 192
+#define R_KVL 160
+#define R_NOPE 48
+#define R_ROPE 16
+#define R_VH 64
+#define R_HI 4
+#define R_DI 32
+#define R_X 16
+
+typedef struct ref_w {
+    st_file *sh[2];
+    char *names[256];
+    float *vals[256];
+    int n;
+} ref_w;
+
+// Tensor `name` as float32 (cached).
+static const float *rw(ref_w *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const float *rw(ref_w *w, const char *fmt, ...)
+{
+    char name[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    for (int i = 0; i < w->n; i++)
+        if (!strcmp(w->names[i], name))
+            return w->vals[i];
+    for (int s = 0; s < 2; s++) {
+        const st_tensor *t = st_find(w->sh[s], name);
+        if (!t)
+            continue;
+        size_t n = (t->end - t->begin) / st_dtype_size(t->dtype);
+        float *v = malloc(n * sizeof(float));
+        pt_err err = {{0}};
+        cr_assert_eq(st_read_f32(w->sh[s], t, v, &err), 0, "%s", err.msg);
+        cr_assert(w->n < 256);
+        w->names[w->n] = strdup(name);
+        w->vals[w->n++] = v;
+        return v;
+    }
+    cr_assert_fail("tensor %s not in tiny-glm5", name);
+    return NULL;
+}
+
+// y (rows) = W (rows, cols) x, in double.
+static void mv(const float *W, const double *x, int rows, int cols, double *y)
+{
+    for (int r = 0; r < rows; r++) {
+        double a = 0;
+        for (int c = 0; c < cols; c++)
+            a += (double)W[(size_t)r * cols + c] * x[c];
+        y[r] = a;
+    }
+}
+
+static void rms(const double *x, const float *w, int n, double *y)
+{
+    double ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += x[i] * x[i];
+    double inv = 1.0 / sqrt(ss / n + 1e-5);
+    for (int i = 0; i < n; i++)
+        y[i] = x[i] * inv * w[i];
+}
+
+// Interleaved RoPE on x[0..16) at position t (theta 1e6).
+static void rope16(double *x, int t)
+{
+    for (int i = 0; i < R_ROPE / 2; i++) {
+        double a = t * pow(1e6, -2.0 * i / R_ROPE), c = cos(a), s = sin(a);
+        double x0 = x[2 * i], x1 = x[2 * i + 1];
+        x[2 * i] = x0 * c - x1 * s;
+        x[2 * i + 1] = x0 * s + x1 * c;
+    }
+}
+
+static double silu(double x) { return x / (1 + exp(-x)); }
+
+static void swiglu_ffn(ref_w *w, const char *pre, int ff, const double *x, double *out)
+{
+    double *g = malloc(sizeof(double) * ff), *u = malloc(sizeof(double) * ff);
+    mv(rw(w, "%s.gate_proj.weight", pre), x, ff, R_E, g);
+    mv(rw(w, "%s.up_proj.weight", pre), x, ff, R_E, u);
+    for (int i = 0; i < ff; i++)
+        g[i] = silu(g[i]) * u[i];
+    mv(rw(w, "%s.down_proj.weight", pre), g, R_E, ff, out);
+    free(g);
+    free(u);
+}
+
+typedef struct ref_cache {
+    double ckv[N_LAYER][MAXPOS][R_KVL], kpe[N_LAYER][MAXPOS][R_ROPE], ik[N_LAYER][MAXPOS][R_DI];
+} ref_cache;
+
+// Main-model logits of token tok at position t; shared[l] marks layers that
+// reuse the selection; sel_out[l] (IDX_K, -1 padded) gets each layer's set.
+static void ref_step(ref_w *w, ref_cache *C, const bool *shared, int tok, int t, double *logits,
+                     int32_t sel_out[N_LAYER][IDX_K])
+{
+    double h[R_E], x[R_E], tmp[R_E];
+    const float *emb = rw(w, "model.embed_tokens.weight");
+    for (int i = 0; i < R_E; i++)
+        h[i] = emb[(size_t)tok * R_E + i];
+    int sel[IDX_K], nsel = 0;
+    for (int l = 0; l < N_LAYER; l++) {
+        char p[64];
+        snprintf(p, sizeof p, "model.layers.%d", l);
+        rms(h, rw(w, "%s.input_layernorm.weight", p), R_E, x);
+        double qa[R_QL], qr[R_QL];
+        mv(rw(w, "%s.self_attn.q_a_proj.weight", p), x, R_QL, R_E, qa);
+        rms(qa, rw(w, "%s.self_attn.q_a_layernorm.weight", p), R_QL, qr);
+        double kva[R_KVL + R_ROPE];
+        mv(rw(w, "%s.self_attn.kv_a_proj_with_mqa.weight", p), x, R_KVL + R_ROPE, R_E, kva);
+        rms(kva, rw(w, "%s.self_attn.kv_a_layernorm.weight", p), R_KVL, C->ckv[l][t]);
+        memcpy(C->kpe[l][t], kva + R_KVL, sizeof(double) * R_ROPE);
+        rope16(C->kpe[l][t], t);
+        const int n = t + 1;
+        if (!shared[l]) { // the indexer
+            double k[R_DI], q[R_HI * R_DI], wt[R_HI], mean = 0, var = 0;
+            mv(rw(w, "%s.self_attn.indexer.wk.weight", p), x, R_DI, R_E, k);
+            for (int i = 0; i < R_DI; i++)
+                mean += k[i] / R_DI;
+            for (int i = 0; i < R_DI; i++)
+                var += (k[i] - mean) * (k[i] - mean) / R_DI;
+            const float *kw = rw(w, "%s.self_attn.indexer.k_norm.weight", p);
+            const float *kb = rw(w, "%s.self_attn.indexer.k_norm.bias", p);
+            for (int i = 0; i < R_DI; i++)
+                C->ik[l][t][i] = (k[i] - mean) / sqrt(var + 1e-6) * kw[i] + kb[i];
+            rope16(C->ik[l][t], t);
+            mv(rw(w, "%s.self_attn.indexer.wq_b.weight", p), qr, R_HI * R_DI, R_QL, q);
+            for (int hh = 0; hh < R_HI; hh++)
+                rope16(q + hh * R_DI, t);
+            mv(rw(w, "%s.self_attn.indexer.weights_proj.weight", p), x, R_HI, R_E, wt);
+            double sc[MAXPOS];
+            for (int s = 0; s < n; s++) {
+                double a = 0;
+                for (int hh = 0; hh < R_HI; hh++) {
+                    double d = 0;
+                    for (int i = 0; i < R_DI; i++)
+                        d += q[hh * R_DI + i] * C->ik[l][s][i];
+                    a += wt[hh] * (d > 0 ? d : 0);
+                }
+                sc[s] = a / sqrt((double)R_DI) / sqrt((double)R_HI);
+            }
+            // Keep the best min(8, n): repeatedly the highest remaining score, lower position on ties.
+            bool taken[MAXPOS] = {0};
+            nsel = n < IDX_K ? n : IDX_K;
+            for (int j = 0; j < nsel; j++) {
+                int best = -1;
+                for (int s = 0; s < n; s++)
+                    if (!taken[s] && (best < 0 || sc[s] > sc[best]))
+                        best = s;
+                taken[best] = true;
+            }
+            for (int s = 0, j = 0; s < n; s++)
+                if (taken[s])
+                    sel[j++] = s;
+        }
+        for (int j = 0; j < IDX_K; j++)
+            sel_out[l][j] = j < nsel ? sel[j] : -1;
+        // Naive MLA over the kept keys.
+        double q[R_H * (R_NOPE + R_ROPE)], o[R_H * R_VH];
+        mv(rw(w, "%s.self_attn.q_b_proj.weight", p), qr, R_H * (R_NOPE + R_ROPE), R_QL, q);
+        const float *kvb = rw(w, "%s.self_attn.kv_b_proj.weight", p);
+        for (int hh = 0; hh < R_H; hh++) {
+            double *qh = q + hh * (R_NOPE + R_ROPE);
+            rope16(qh + R_NOPE, t);
+            const float *wk = kvb + (size_t)hh * (R_NOPE + R_VH) * R_KVL, *wv = wk + (size_t)R_NOPE * R_KVL;
+            double sc[IDX_K], mx = -1e300, sum = 0;
+            for (int j = 0; j < nsel; j++) {
+                const int s = sel[j];
+                double kn[R_NOPE], a = 0;
+                mv(wk, C->ckv[l][s], R_NOPE, R_KVL, kn);
+                for (int i = 0; i < R_NOPE; i++)
+                    a += qh[i] * kn[i];
+                for (int i = 0; i < R_ROPE; i++)
+                    a += qh[R_NOPE + i] * C->kpe[l][s][i];
+                sc[j] = a * 0.125;
+                mx = sc[j] > mx ? sc[j] : mx;
+            }
+            for (int j = 0; j < nsel; j++)
+                sum += (sc[j] = exp(sc[j] - mx));
+            double *oh = o + hh * R_VH;
+            memset(oh, 0, sizeof(double) * R_VH);
+            for (int j = 0; j < nsel; j++) {
+                double v[R_VH];
+                mv(wv, C->ckv[l][sel[j]], R_VH, R_KVL, v);
+                for (int i = 0; i < R_VH; i++)
+                    oh[i] += sc[j] / sum * v[i];
+            }
+        }
+        mv(rw(w, "%s.self_attn.o_proj.weight", p), o, R_E, R_H * R_VH, tmp);
+        for (int i = 0; i < R_E; i++)
+            h[i] += tmp[i];
+        // FFN: dense layer 0, MoE (sigmoid + bias top-4, normalised, x2.5) after.
+        rms(h, rw(w, "%s.post_attention_layernorm.weight", p), R_E, x);
+        char pre[96];
+        if (l == 0) {
+            snprintf(pre, sizeof pre, "%s.mlp", p);
+            swiglu_ffn(w, pre, 512, x, tmp);
+        } else {
+            double g[R_X], s[R_X], b[R_X];
+            mv(rw(w, "%s.mlp.gate.weight", p), x, R_X, R_E, g);
+            const float *bias = rw(w, "%s.mlp.gate.e_score_correction_bias", p);
+            for (int e = 0; e < R_X; e++) {
+                s[e] = 1 / (1 + exp(-g[e]));
+                b[e] = s[e] + bias[e];
+            }
+            bool used[R_X] = {0};
+            int ids[TOPK];
+            double wsum = 0;
+            for (int j = 0; j < TOPK; j++) {
+                int best = -1;
+                for (int e = 0; e < R_X; e++)
+                    if (!used[e] && (best < 0 || b[e] > b[best]))
+                        best = e;
+                used[best] = true;
+                ids[j] = best;
+                wsum += s[best];
+            }
+            snprintf(pre, sizeof pre, "%s.mlp.shared_experts", p);
+            swiglu_ffn(w, pre, 128, x, tmp);
+            for (int j = 0; j < TOPK; j++) {
+                double eo[R_E];
+                snprintf(pre, sizeof pre, "%s.mlp.experts.%d", p, ids[j]);
+                swiglu_ffn(w, pre, 128, x, eo);
+                for (int i = 0; i < R_E; i++)
+                    tmp[i] += s[ids[j]] / wsum * 2.5 * eo[i];
+            }
+        }
+        for (int i = 0; i < R_E; i++)
+            h[i] += tmp[i];
+    }
+    rms(h, rw(w, "model.norm.weight"), R_E, x);
+    mv(rw(w, "lm_head.weight"), x, VOCAB, R_E, logits);
+}
+
+static void ref_open(ref_w *w)
+{
+    memset(w, 0, sizeof *w);
+    pt_err err = {{0}};
+    for (int s = 0; s < 2; s++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tests/fixtures/tiny-glm5/model-0000%d-of-000002.safetensors",
+                 PETREL_SOURCE_DIR, s + 1);
+        w->sh[s] = st_open(path, &err);
+        cr_assert(w->sh[s], "%s", err.msg);
+    }
+}
+
+static void ref_close(ref_w *w)
+{
+    for (int i = 0; i < w->n; i++) {
+        free(w->names[i]);
+        free(w->vals[i]);
+    }
+    st_close(w->sh[0]);
+    st_close(w->sh[1]);
+}
+
+// Reference logits (n, vocab) and selections for case k under `shared`.
+static void ref_run(ref_w *w, int k, const bool *shared, float *logits, int32_t (*sel)[MAXPOS][IDX_K])
+{
+    const int n = case_len[k];
+    petrel_token *tok = case_tokens(k);
+    ref_cache *C = calloc(1, sizeof *C);
+    double lg[VOCAB];
+    for (int t = 0; t < n; t++) {
+        int32_t s[N_LAYER][IDX_K];
+        ref_step(w, C, shared, tok[t], t, lg, s);
+        for (int v = 0; v < VOCAB; v++)
+            logits[(size_t)t * VOCAB + v] = (float)lg[v];
+        for (int l = 0; l < N_LAYER; l++)
+            memcpy(sel[l][t], s[l], sizeof s[l]);
+    }
+    free(C);
+    free(tok);
+}
+
+// The reference itself, every layer full: the golden logits and selections.
+Test(glm5, float_reference_matches_golden)
+{
+    ref_w w;
+    ref_open(&w);
+    const int k = 3, n = case_len[k];
+    const bool full[N_LAYER] = {0};
+    float *lg = calloc((size_t)n * VOCAB, sizeof(float));
+    int32_t (*sel)[MAXPOS][IDX_K] = calloc(N_LAYER, sizeof *sel);
+    ref_run(&w, k, full, lg, sel);
+    size_t cnt;
+    float *g = gold_f32("case%d_logits.f32.bin", k, &cnt);
+    float d = max_abs_diff(lg, g, cnt);
+    cr_expect(d <= 1e-3f, "reference vs golden logits: max abs diff %g", d);
+    int32_t *gi = gold_i32("case%d_indexer_topk.i32.bin", k, &cnt);
+    for (int l = 0; l < N_LAYER; l++)
+        for (int t = 0; t < n; t++)
+            cr_expect(memcmp(sel[l][t], gi + ((size_t)l * n + t) * IDX_K, sizeof sel[l][t]) == 0,
+                      "reference selection differs at layer %d pos %d", l, t);
+    free(g);
+    free(gi);
+    free(lg);
+    free(sel);
+    ref_close(&w);
+}
+
+// Petrel on the variant with layers 1 and 3 shared (no indexer weights
+// written for them) against the reference with the same marks: logits, and
+// every layer's set (a shared layer reports the set it reuses), one token at
+// a time and as one batch.
+Test(glm5, shared_indexers)
+{
+    char *dir = tu_tmpdir("glm5-shared");
+    const char *src = PETREL_SOURCE_DIR "/tests/fixtures/tiny-glm5";
+    char *out = NULL;
+    int rc = tu_sh(&out,
+                   "cd '%s' && ln -s '%s'/model-0000*.safetensors '%s'/model.safetensors.index.json . && "
+                   "sed 's/\"index_topk\": 8,/\"index_topk\": 8, \"indexer_types\": [\"full\", \"shared\", "
+                   "\"full\", \"shared\"],/' '%s/config.json' > config.json && grep -q indexer_types config.json && "
+                   "'%s' convert . -o shared.gguf --type f32 2>&1",
+                   dir, src, src, src, PETREL_BIN);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char model[1200];
+    snprintf(model, sizeof model, "%s/shared.gguf", dir);
+    rc = tu_sh(&out, "'%s' inspect '%s' 2>&1", PETREL_BIN, model);
+    cr_assert(rc == 0 && strstr(out, "glm-dsa.attention.indexer.types"), "%s", out);
+    cr_expect(!strstr(out, "blk.1.indexer.") && !strstr(out, "blk.3.indexer.") && strstr(out, "blk.2.indexer."),
+              "indexer tensors of shared layers written: %s", out);
+    free(out);
+
+    ref_w w;
+    ref_open(&w);
+    const int k = 3, n = case_len[k];
+    const bool shared[N_LAYER] = {false, true, false, true};
+    float *lg = calloc((size_t)n * VOCAB, sizeof(float));
+    int32_t (*sel)[MAXPOS][IDX_K] = calloc(N_LAYER, sizeof *sel);
+    ref_run(&w, k, shared, lg, sel);
+    size_t cnt;
+    float *g = gold_f32("case%d_logits.f32.bin", k, &cnt);
+    cr_expect(max_abs_diff(lg, g, cnt) > 1e-2f, "sharing the indexers changed nothing in the reference");
+    free(g);
+    for (int inc = 0; inc < 2; inc++) {
+        run_out *r = run_case(model, k, inc, 0, 0, true);
+        float d = max_abs_diff(r->logits, lg, (size_t)n * VOCAB);
+        cr_expect(d <= 1e-3f, "shared (%s): logits max abs diff %g vs the reference", inc ? "incremental" : "batch",
+                  d);
+        for (int l = 0; l < N_LAYER; l++)
+            for (int t = 0; t < n; t++)
+                cr_expect(memcmp(r->main.sel[l][t], sel[l][t], sizeof sel[l][t]) == 0,
+                          "shared (%s): selection differs at layer %d pos %d", inc ? "incremental" : "batch", l, t);
+        run_free(r);
+    }
+    free(lg);
+    free(sel);
+    ref_close(&w);
+    tu_rmrf(dir);
+    free(dir);
 }
