@@ -256,7 +256,7 @@ static int add_metadata(pt_plan *p, const pt_plan_opts *o, pt_err *err)
     pt_hparams_to_gguf(&cfg->hp, w, 0);
     if (o->tokenizer_json) {
         if (pt_convert_write_tokenizer(o->tokenizer_json, o->tokenizer_config, cfg->hp.bos_id,
-                                       cfg->hp.n_eos ? cfg->hp.eos_ids[0] : -1, w, err) < 0)
+                                       cfg->hp.n_eos ? cfg->hp.eos_ids[0] : -1, cfg->hp.n_vocab, w, err) < 0)
             return -1;
     } else {
         gguf_w_str(w, "tokenizer.ggml.model", "none");

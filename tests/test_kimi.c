@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "convert/hfconfig.h"
+#include "format/gguf.h"
 #include "tests/test_server_util.h"
 #include "template/template.h"
 #include "tests/testutil.h"
@@ -303,6 +304,20 @@ Test(kimi, converted_tokenizer)
     cr_assert_eq(tu_sh(&out, "%s detokenize -m %s 72,105,258", PETREL_BIN, m), 0, "%s", out);
     cr_assert_str_eq(out, "Hi<|im_end|>");
     free(out);
+    // 256 ranks + 258 specials = 514 ids, but the token list has the
+    // model's 512 (as llama.cpp writes Kimi-K2's 163,840)
+    pt_err err = {{0}};
+    gguf_file *g = gguf_open(m, &err);
+    cr_assert(g, "%s", err.msg);
+    pt_tokenizer *t = pt_tokenizer_from_gguf(g, &err);
+    cr_assert(t, "%s", err.msg);
+    cr_assert_eq(pt_tokenizer_vocab_size(t), 512);
+    cr_assert_eq(pt_tokenizer_token_id(t, "<|reserved_token_511|>"), 511);
+    cr_assert_eq(pt_tokenizer_token_id(t, "<|reserved_token_512|>"), -1);
+    cr_assert_eq(pt_tokenizer_eos(t), 257);
+    cr_assert(pt_tokenizer_is_eog(t, 258)); // <|im_end|> after the GGUF round trip too
+    pt_tokenizer_free(t);
+    gguf_close(g);
     free(m);
 }
 

@@ -104,18 +104,21 @@ static char *tiktoken_dir_of(const char *path)
 // from the ranks, pre "kimi-k2" (for Kimi's pattern; "llama-bpe" for
 // cl100k's, which is that regex), plus petrel.tokenizer.tiktoken_pattern
 // (the pattern as written) from which Petrel reloads it exactly.
-static int write_tiktoken(const char *dir, gguf_writer *w, pt_err *err)
+// n_vocab > 0: the token list has exactly the model's n_vocab entries
+// ([PADn] up to it, ids past it left out), as llama.cpp's converter writes
+// Kimi-K2's (its special block may run past the embedding).
+static int write_tiktoken(const char *dir, uint32_t n_vocab, gguf_writer *w, pt_err *err)
 {
     pt_tokenizer *t = pt_tokenizer_load_tiktoken(dir, err);
     if (!t)
         return -1;
-    int32_t n = t->n_vocab;
+    int32_t n = n_vocab ? (int32_t)n_vocab : t->n_vocab;
     const char **toks = calloc((size_t)n, sizeof *toks);
     char **pads = calloc((size_t)n, sizeof *pads);
     int32_t *types = calloc((size_t)n, sizeof *types);
     assert(toks && pads && types);
     for (int32_t i = 0; i < n; i++) {
-        if (!t->tok_str[i]) {
+        if (i >= t->n_vocab || !t->tok_str[i]) {
             char b[32];
             snprintf(b, sizeof b, "[PAD%d]", i);
             toks[i] = pads[i] = strdup(b);
@@ -135,9 +138,9 @@ static int write_tiktoken(const char *dir, gguf_writer *w, pt_err *err)
     gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, (uint64_t)n);
     gguf_w_arr_i32(w, "tokenizer.ggml.token_type", types, (uint64_t)n);
     gguf_w_arr_str(w, "tokenizer.ggml.merges", (const char *const *)merges, (uint64_t)nm);
-    if (t->bos_id >= 0)
+    if (t->bos_id >= 0 && t->bos_id < n)
         gguf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)t->bos_id);
-    if (t->eos_id >= 0)
+    if (t->eos_id >= 0 && t->eos_id < n)
         gguf_w_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)t->eos_id);
     if (t->chat_template)
         gguf_w_str(w, "tokenizer.chat_template", t->chat_template);
@@ -154,12 +157,23 @@ static int write_tiktoken(const char *dir, gguf_writer *w, pt_err *err)
     return 0;
 }
 
+int pt_tokenizer_write_gguf_n(const char *path, const char *config_path, uint32_t n_vocab, gguf_writer *w,
+                              pt_err *err)
+{
+    char *tdir = tiktoken_dir_of(path);
+    if (!tdir)
+        return pt_tokenizer_write_gguf_ex(path, config_path, true, w, err);
+    int rc = write_tiktoken(tdir, n_vocab, w, err); // the folder's own tokenizer_config.json is read by the loader
+    free(tdir);
+    return rc;
+}
+
 int pt_tokenizer_write_gguf_ex(const char *json_path, const char *config_path, bool embed_json, gguf_writer *w,
                                pt_err *err)
 {
     char *tdir = tiktoken_dir_of(json_path);
-    if (tdir) { // the folder's own tokenizer_config.json is read by the loader
-        int rc = write_tiktoken(tdir, w, err);
+    if (tdir) {
+        int rc = write_tiktoken(tdir, 0, w, err);
         free(tdir);
         return rc;
     }

@@ -63,6 +63,13 @@ pt_tokenizer *pt_tokenizer_open(const char *model_gguf, const char *tokenizer_js
 // tokenizer_config_path may be NULL.
 int pt_tokenizer_write_gguf(const char *tokenizer_json_path, const char *tokenizer_config_path,
                             gguf_writer *w, pt_err *err);
+// Same, for the converter: path may also be a tiktoken folder or its
+// tiktoken.model (written as llama.cpp writes Kimi-K2's, see
+// docs/tokenizer.md); n_vocab (the model's vocabulary, 0 = the
+// tokenizer's) sets the length of a tiktoken token list, padded with
+// [PADn] or cut, as llama.cpp's converter does.
+int pt_tokenizer_write_gguf_n(const char *path, const char *tokenizer_config_path, uint32_t n_vocab,
+                              gguf_writer *w, pt_err *err);
 // Same; embed_json=false leaves out petrel.tokenizer.json (llama.cpp-style
 // metadata only, as a foreign GGUF would have it).
 int pt_tokenizer_write_gguf_ex(const char *tokenizer_json_path, const char *tokenizer_config_path, bool embed_json,
