@@ -317,6 +317,9 @@ Test(kimi, converted_tokenizer)
     cr_assert_eq(pt_tokenizer_eos(t), 257);
     cr_assert(pt_tokenizer_is_eog(t, 258)); // <|im_end|> after the GGUF round trip too
     pt_tokenizer_free(t);
+    uint32_t eot = 0;
+    cr_assert_eq(gguf_get_u32(g, "tokenizer.ggml.eot_token_id", &eot, &err), 0, "%s", err.msg);
+    cr_assert_eq(eot, 258); // llama.cpp's key for the end of a turn
     gguf_close(g);
     free(m);
 }

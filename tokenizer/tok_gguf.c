@@ -15,6 +15,8 @@
 //   tokenizer.ggml.add_bos_token (bool, when the config says)
 //   tokenizer.chat_template     (string)
 //   petrel.tokenizer.json       the tokenizer.json text, reloaded as is
+//   tokenizer.ggml.eot_token_id (tiktoken: <|im_end|>; read back as an
+//                               end-of-generation id, also from llama.cpp's files)
 #include "tokenizer/tok_internal.h"
 
 #include <assert.h>
@@ -145,6 +147,11 @@ static int write_tiktoken(const char *dir, uint32_t n_vocab, gguf_writer *w, pt_
     if (t->chat_template)
         gguf_w_str(w, "tokenizer.chat_template", t->chat_template);
     gguf_w_str(w, "petrel.tokenizer.tiktoken_pattern", t->tiktoken_pat);
+    for (int i = 0; i < t->n_eog; i++) // <|im_end|>: the end of a chat turn
+        if (t->eog[i] < n && t->eog[i] != t->eos_id) {
+            gguf_w_u32(w, "tokenizer.ggml.eot_token_id", (uint32_t)t->eog[i]);
+            break;
+        }
     for (int32_t i = 0; i < nm; i++)
         free(merges[i]);
     free(merges);
@@ -411,6 +418,10 @@ pt_tokenizer *pt_tokenizer_from_gguf(const gguf_file *g, pt_err *err)
     }
     if ((kv = gguf_get(g, "tokenizer.chat_template")) && kv->type == GGUF_STRING)
         t->chat_template = strdup(kv->str.s);
+    // llama.cpp's end-of-turn token (e.g. Kimi's <|im_end|>) ends generation too
+    if ((kv = gguf_get(g, "tokenizer.ggml.eot_token_id")) && kv->type == GGUF_UINT32 &&
+        (int64_t)kv->v.u32 < t->n_vocab)
+        pt_tokenizer_add_eog(t, (int32_t)kv->v.u32);
     return t;
 }
 
