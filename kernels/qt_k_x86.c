@@ -309,8 +309,9 @@ TGT2 float pt_vdot_q3_k_avx2(const void *w, const void *xq, int64_t n)
     K_ROW_LOOP(pt_blk_q3_k, sums_q3_k_avx2, 0, d)
 }
 
-// Q6_K: quants taken as q + 32 (0..63), the offset removed as
-// 32 * sum_j sc_j * bsum_j. Half h: ql[64h ..] and qh[32h ..]; byte l of
+// Q6_K: quants taken as q + 32 (0..63), the offset removed from lane l as
+// 32 * (sc_2l * bsum_2l + sc_2l+1 * bsum_2l+1), ggml's way (one madd of
+// the scales with the bsums). Half h: ql[64h ..] and qh[32h ..]; byte l of
 // the two 32-byte ql halves and of qh give values l, l + 32 (low nibbles,
 // qh bits 0-1 and 2-3) and l + 64, l + 96 (high nibbles, bits 4-5, 6-7).
 TGT2I sb_sums sums_q6_k_avx2(const pt_blk_q6_k *b, const block_q8_K *x)
