@@ -94,6 +94,11 @@ int cmd_bench(int argc, char **argv)
         return 1;
     fprintf(stderr, "model: %s, trunk %.2f GB in RAM, loaded in %.1fs\n", o.model,
             (double)petrel_model_trunk_bytes(m) / 1e9, pt_now() - t0);
+    if (spec && !petrel_model_has_mtp(m)) { // e.g. Kimi-K2: nothing to draft with
+        fprintf(stderr, "petrel bench: --spec: speculation unavailable, %s has no MTP layer; measuring without it\n",
+                o.model);
+        spec = 0;
+    }
     const int nv = petrel_model_n_vocab(m);
     petrel_token *ids = malloc(sizeof *ids * (size_t)(n_prompt > 1 ? n_prompt : 1));
     bench_row pp = {0}, tg = {0};

@@ -167,6 +167,9 @@ Test(kimi, run_spec_without_mtp)
                  b);
     cr_assert_str_eq(a, b);
     cr_assert(strlen(a) > 2);
+    free(b);
+    cr_assert_eq(tu_sh(&b, "%s bench -m %s -p 8 -n 4 -r 1 --spec 2>&1", PETREL_BIN, m), 0, "%s", b);
+    cr_assert(strstr(b, "speculation unavailable"), "%s", b);
     char *ins = NULL;
     cr_assert_eq(tu_sh(&ins, "%s inspect %s", PETREL_BIN, m), 0);
     cr_assert(strstr(ins, "petrel.rope.scaling.beta_fast") && strstr(ins, "nextn_predict_layers"), "%s", ins);
