@@ -151,8 +151,8 @@ static bool tr_escape(tr_ctx *c, rbuf *out, bool in_class)
 static bool tr_class(tr_ctx *c, rbuf *out);
 
 // One operand of a class: items up to "&&" or the closing "]". Writes a
-// standalone PCRE2 atom into out.
-static bool tr_operand(tr_ctx *c, rbuf *out, bool negated)
+// standalone, positive PCRE2 atom into out (the class applies negation).
+static bool tr_operand(tr_ctx *c, rbuf *out)
 {
     rbuf items = {0}, alts = {0};
     rb_put(&items, "", 0);
@@ -188,12 +188,8 @@ static bool tr_operand(tr_ctx *c, rbuf *out, bool negated)
             c->p++;
         }
     }
-    if (n_alt && negated) {
-        free(items.p), free(alts.p);
-        return tr_fail(c, "a negated nested class inside a negated class is not supported");
-    }
     if (!n_alt) {
-        rb_str(out, negated ? "[^" : "[");
+        rb_str(out, "[");
         rb_put(out, items.p, items.n);
         rb_str(out, "]");
     } else {
@@ -230,7 +226,7 @@ static bool tr_class(tr_ctx *c, rbuf *out)
         rb_put(&ops[n_ops], "", 0);
         // each operand is a positive atom; the class's own negation is
         // applied to the whole intersection below
-        bool ok = tr_operand(c, &ops[n_ops], false);
+        bool ok = tr_operand(c, &ops[n_ops]);
         n_ops++;
         if (!ok) {
             for (int i = 0; i < n_ops; i++)
