@@ -199,18 +199,18 @@ static float hsum8(const float a[8])
 }
 
 // Lane sums of one super-block: q (256, value order), the scale of each
-// 16-value group (sc16[v / 16]) and the activation quants.
+// 16-value group (sc16[v / 16]) and the activation quants. Register r,
+// lane l: values 32r + 4l .. + 3, all in group 2r + l / 4.
 static void lane_sums(const int8_t q[QK_K], const int32_t sc16[16], const int8_t *x, int32_t sumi[8])
 {
-    for (int l = 0; l < 8; l++) {
-        int32_t s = 0;
-        for (int r = 0; r < 8; r++)
-            for (int v = 0; v < 4; v++) {
-                const int k = 32 * r + 4 * l + v;
-                s += sc16[k / 16] * q[k] * x[k];
-            }
-        sumi[l] = s;
-    }
+    for (int l = 0; l < 8; l++)
+        sumi[l] = 0;
+    for (int r = 0; r < 8; r++)
+        for (int l = 0; l < 8; l++) {
+            const int k = 32 * r + 4 * l;
+            const int32_t p = q[k] * x[k] + q[k + 1] * x[k + 1] + q[k + 2] * x[k + 2] + q[k + 3] * x[k + 3];
+            sumi[l] += sc16[2 * r + l / 4] * p;
+        }
 }
 
 float pt_vdot_q2_k_scalar(const void *w, const void *xq, int64_t n)
@@ -326,17 +326,12 @@ float pt_vdot_q6_k_scalar(const void *w, const void *xq, int64_t n)
         unpack_q6_k(&b[i], q);
         for (int j = 0; j < 16; j++)
             sc[j] = b[i].scales[j];
-        lane_sums(q, sc, x[i].qs, sumi); // with q - 32: the same total, not the same lanes
-        for (int l = 0; l < 8; l++) {
-            // ggml's lanes: (q + 32) products minus 32 * the lane's two groups' bsums
-            int32_t p32 = 0;
-            for (int r = 0; r < 8; r++)
-                for (int v = 0; v < 4; v++) {
-                    const int k = 32 * r + 4 * l + v;
-                    p32 += sc[k / 16] * x[i].qs[k];
-                }
-            sumi[l] += 32 * p32 - 32 * (sc[2 * l] * x[i].bsums[2 * l] + sc[2 * l + 1] * x[i].bsums[2 * l + 1]);
-        }
+        // ggml's lanes: (q + 32) products minus 32 * the lane's two groups' bsums
+        for (int k = 0; k < QK_K; k++)
+            q[k] = (int8_t)(q[k] + 32);
+        lane_sums(q, sc, x[i].qs, sumi);
+        for (int l = 0; l < 8; l++)
+            sumi[l] -= 32 * (sc[2 * l] * x[i].bsums[2 * l] + sc[2 * l + 1] * x[i].bsums[2 * l + 1]);
         const float d = x[i].d * pt_fp16_to_f32(b[i].d);
         for (int l = 0; l < 8; l++)
             acc[l] = fmaf(d, (float)sumi[l], acc[l]);
