@@ -249,6 +249,62 @@ Test(tiktoken, kimi_pattern_vs_rust)
     free(k);
 }
 
+// Patterns where Rust's regex and PCRE2 differ ($, ., unions, negated
+// intersections, scripts, \w, \b, \d, case folding, \s), encoded by
+// OpenAI's Rust core over cl100k's ranks (probes.jsonl); text no match
+// covers is dropped, as tiktoken's find_iter drops it.
+Test(tiktoken, rust_pattern_probes)
+{
+    char *c = tu_fixture("tokenizer/tiktoken/cl100k");
+    size_t n;
+    json_object **cases = read_jsonl("tokenizer/tiktoken/kimi_pattern/probes.jsonl", &n);
+    cr_assert_eq(n, 33);
+    int fails = 0;
+    pt_tokenizer *t = NULL;
+    char *cur = NULL;
+    for (size_t i = 0; i < n; i++) {
+        json_object *jp;
+        cr_assert(json_object_object_get_ex(cases[i], "pattern", &jp));
+        const char *pat = json_object_get_string(jp);
+        if (!cur || strcmp(cur, pat)) { // a folder per pattern
+            pt_tokenizer_free(t);
+            free(cur);
+            cur = strdup(pat);
+            char *d = tu_tmpdir("tikprobe"), *out = NULL, p[1024];
+            cr_assert_eq(tu_sh(&out, "ln -s %s/tiktoken.model %s/tokenizer_config.json %s/", c, c, d), 0);
+            free(out);
+            snprintf(p, sizeof p, "%s/pat_str.txt", d);
+            FILE *f = fopen(p, "wb");
+            fputs(pat, f);
+            fclose(f);
+            pt_err err = {{0}};
+            t = pt_tokenizer_load_tiktoken(d, &err);
+            cr_assert(t, "%s", err.msg);
+            tu_rmrf(d);
+            free(d);
+        }
+        json_object *jt, *ji;
+        json_object_object_get_ex(cases[i], "text", &jt);
+        json_object_object_get_ex(cases[i], "ids", &ji);
+        int32_t *ids;
+        pt_err err = {{0}};
+        int64_t k = pt_tokenizer_encode(t, json_object_get_string(jt), (size_t)json_object_get_string_len(jt), false,
+                                        false, &ids, &err);
+        cr_assert(k >= 0, "%s", err.msg);
+        if (ids_diff(ids, k, ji) >= 0) {
+            fails++;
+            cr_log_error("pattern %s, text '%s': ids differ", pat, json_object_get_string(jt));
+        }
+        free(ids);
+        json_object_put(cases[i]);
+    }
+    pt_tokenizer_free(t);
+    free(cur);
+    free(cases);
+    free(c);
+    cr_assert_eq(fails, 0, "%d mismatches (see log)", fails);
+}
+
 // Rust's '$' is the end of the text only; '.' is anything but "\n".
 Test(tiktoken, rust_dollar_and_dot)
 {

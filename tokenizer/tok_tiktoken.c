@@ -20,7 +20,7 @@
 // its own; a tokenizer with Kimi's pattern does the same (tok_encode.c).
 //
 // The result is an ordinary pt_tokenizer, so encode/decode/streaming are
-// shared: byte-level, one Isolated regex split, and tiktoken's merge rule
+// shared: byte-level, one regex split keeping the matches only, and tiktoken's merge rule
 // expressed as a pair table. tiktoken merges the adjacent pair whose
 // concatenated bytes have the lowest rank (leftmost on ties) — so every
 // split (a, b) of every token c with a and b tokens is a pair of rank
@@ -169,7 +169,9 @@ static pt_tokenizer *tik_build(const char *name, int32_t n, char **bytes, uint32
         pt_tokenizer_add_eog(t, im_end);
     char where[1100];
     snprintf(where, sizeof where, "%s", name);
-    tok_pre p = {.kind = PRE_SPLIT, .behavior = BEH_ISOLATED};
+    // only the pattern's matches are encoded (tiktoken's find_iter); text
+    // no match covers is dropped, as tiktoken drops it: Removed + invert
+    tok_pre p = {.kind = PRE_SPLIT, .behavior = BEH_REMOVED, .invert = true};
     p.re = tok_tiktoken_compile(pattern, where, err);
     if (!p.re) {
         pt_tokenizer_free(t);

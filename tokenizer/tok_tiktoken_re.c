@@ -12,7 +12,10 @@
 //   $          Rust: end of text only. PCRE2: also before a final "\n".
 //              Becomes \z.
 //   .          Rust: anything but "\n". Becomes [^\n] (PCRE2's newline
-//              convention is a build option).
+//              convention is a build option). Inline (?m) / (?s) are refused.
+//   \w, \b     Rust: Alphabetic + M + Nd + Pc + Join_Control. PCRE2: L, N
+//              and '_'. Spelled out (\b, \B as lookarounds on that class);
+//              \d, \D as \p{Nd}, \P{Nd}.
 //   [A&&B]     Class intersection (Rust only): becomes (?:(?=B)A), each
 //              operand translated as a class of its own; [^A&&B] becomes
 //              (?:(?!(?=B)A)(?s:.)).
@@ -41,6 +44,11 @@ const char tok_kimi_pattern[] =
     "|\\s+";
 
 const char *pt_tiktoken_kimi_pattern(void) { return tok_kimi_pattern; }
+
+// Rust's \w (Unicode: Alphabetic, marks, decimal digits, connector
+// punctuation, Join_Control), as the body of a PCRE2 class; PCRE2's own \w
+// is letters, all numbers and '_'.
+#define WORD_BODY "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}"
 
 // Rust's White_Space, as the body of a PCRE2 class.
 #define WS_BODY "\\t\\n\\x0B\\f\\r\\x20\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
@@ -117,6 +125,24 @@ static bool tr_escape(tr_ctx *c, rbuf *out, bool in_class)
         if (in_class && e == 'S')
             return tr_fail(c, "\\S inside a character class is not supported");
         rb_str(out, in_class ? WS_BODY : e == 's' ? "[" WS_BODY "]" : "[^" WS_BODY "]");
+        c->p = p + 2;
+        return true;
+    }
+    if (e == 'w' || e == 'W') {
+        if (in_class && e == 'W')
+            return tr_fail(c, "\\W inside a character class is not supported");
+        rb_str(out, in_class ? WORD_BODY : e == 'w' ? "[" WORD_BODY "]" : "[^" WORD_BODY "]");
+        c->p = p + 2;
+        return true;
+    }
+    if (e == 'd' || e == 'D') { // \p{Nd} in both; spelled out so no option can change it
+        rb_str(out, e == 'd' ? "\\p{Nd}" : "\\P{Nd}");
+        c->p = p + 2;
+        return true;
+    }
+    if (!in_class && (e == 'b' || e == 'B')) { // word boundary by Rust's \w
+        rb_str(out, e == 'b' ? "(?:(?<=[" WORD_BODY "])(?![" WORD_BODY "])|(?<![" WORD_BODY "])(?=[" WORD_BODY "]))"
+                             : "(?:(?<=[" WORD_BODY "])(?=[" WORD_BODY "])|(?<![" WORD_BODY "])(?![" WORD_BODY "]))");
         c->p = p + 2;
         return true;
     }
@@ -287,7 +313,20 @@ char *tok_tiktoken_translate(const char *pattern, char *msg, size_t msg_len)
             ok = tr_escape(&c, &out, false);
         else if (ch == '[')
             ok = tr_class(&c, &out);
-        else if (ch == '$') {
+        else if (ch == '(' && c.p[1] == '?' && strchr("imsxU-", c.p[2])) {
+            // inline flags: m and s would change what $ and . were translated to
+            const char *f = c.p + 2;
+            while (*f && strchr("imsxU-", *f))
+                f++;
+            if ((*f == ':' || *f == ')') && (memchr(c.p + 2, 'm', (size_t)(f - c.p - 2)) ||
+                                             memchr(c.p + 2, 's', (size_t)(f - c.p - 2)))) {
+                c.msg[0] = 0;
+                ok = tr_fail(&c, "inline flags m / s are not supported");
+                break;
+            }
+            rb_put(&out, c.p, (size_t)(f - c.p));
+            c.p = f;
+        } else if (ch == '$') {
             rb_str(&out, "\\z");
             c.p++;
         } else if (ch == '.') {
