@@ -234,9 +234,10 @@ void pt_deq_q5_1(const void *src, float *y, int64_t n)
 //
 // Contract: the f32 arithmetic of ggml's x86 (AVX2) kernels
 // ggml_vec_dot_q4_1_q8_1 / q5_0_q8_0 / q5_1_q8_1, so that a row's dot
-// product is bit-identical to llama.cpp's where it uses them (Q4_1 and
-// Q5_1 always; Q5_0 in the expert products: its dense products go through
-// llamafile's tinyBLAS there, which sums in another order). Per block b,
+// product is bit-identical to llama.cpp's (for Q5_0's dense products
+// llama.cpp runs llamafile's tinyBLAS_Q0_AVX instead, which per output does
+// the same operations: per block an fma of d_w * d_x with the same eight
+// lane sums, then the same horizontal sum; sgemm.cpp). Per block b,
 // in order, with eight f32 lanes acc[l] and one f32 summs, all from +0:
 //   lane sums p_l = sum_{v<4} q(4l + v) * x(4l + v), exact int32 (lane l
 //   of ggml's 32-byte register), q the unsigned quants (Q4_1: 0..15,
