@@ -20,6 +20,8 @@
 //   --types       which types the per-type table measures (default all)
 //   --types-only  only the per-type table; its RESULT line is then
 //                 RESULT membw_gbs=… <type>_gemv_gbs=… <type>_gemv_ratio=… …
+//   --incache     only the in-cache compute throughput of the Q4_0 / Q8_0
+//                 kernels per path (bench_incache), then exit
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -505,6 +507,92 @@ static void print_type_keys(const type_set *ts, const double *gbs, const double 
     printf("\n");
 }
 
+// ---- in cache (--incache) ---------------------------------------------------
+
+// Best time of one call (seconds) over `rounds` rounds of `inner` calls.
+static double best_call_s(const pt_mat *m, const float *X, int64_t batch, float *Y, int rounds, int inner)
+{
+    double best = 1e30;
+    for (int r = 0; r < rounds; r++) {
+        double t0 = now();
+        for (int i = 0; i < inner; i++)
+            pt_gemm(m, X, batch, Y);
+        double el = (now() - t0) / inner;
+        best = el < best ? el : best;
+    }
+    return best;
+}
+
+// Compute throughput of the Q4_0 / Q8_0 kernels with the weights resident
+// in L2, so that DRAM (and other tenants' use of it) does not enter: one
+// thread, one matrix of <= 512 KiB called over and over, best of many short
+// rounds (a round that another process interrupts is simply not the best).
+// GEMV: ns per weight block including the activation quantisation, and the
+// marginal cost of a block (R rows minus R/2 rows: the row kernel alone) as
+// ns and GB/s of weights; GEMM at batch 8 and 64 in GFLOP/s. Every path the
+// CPU supports; last line INCACHE <type>_<path>_ns_block=… (marginal).
+static void bench_incache(void)
+{
+    const pt_kernel_path paths[] = {PT_PATH_AVX2, PT_PATH_AVXVNNI, PT_PATH_AVX512};
+    const pt_dtype types[] = {PT_Q4_0, PT_Q8_0};
+    const int64_t colss[] = {2048, 7168};
+    char keys[1024] = "";
+    omp_set_num_threads(1);
+    printf("in-cache throughput, 1 thread, weights <= 512 KiB (L2), best of many calls; load average %.2f\n",
+           loadavg());
+    printf("%-10s %-5s %-10s %11s %11s %9s %9s %9s\n", "path", "type", "shape", "ns/block", "marginal",
+           "GB/s", "gemm b8", "gemm b64");
+    for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
+        if (!pt_kernel_path_supported(paths[pi]))
+            continue;
+        pt_kernel_set_path(paths[pi]);
+        for (int ti = 0; ti < 2; ti++) {
+            const pt_dtype t = types[ti];
+            for (int ci = 0; ci < 2; ci++) {
+                const int64_t cols = colss[ci], nb = cols / QK;
+                const size_t rb = pt_row_bytes(t, (uint64_t)cols);
+                int64_t rows = (int64_t)((512u << 10) / rb) & ~(int64_t)15;
+                uint8_t *w = big_alloc(rb * (size_t)rows);
+                fill_weights(t, w, rb * (size_t)rows);
+                float *X = malloc(sizeof(float) * (size_t)(64 * cols));
+                float *Y = malloc(sizeof(float) * (size_t)(64 * rows));
+                for (int64_t i = 0; i < 64 * cols; i++)
+                    X[i] = (float)((int)(rnd64() % 2001) - 1000) * 1e-3f;
+                pt_mat full = {.data = w, .type = t, .rows = rows, .cols = cols};
+                pt_mat half = full;
+                half.rows = rows / 2;
+                const double tf = best_call_s(&full, X, 1, Y, 300, 10);
+                const double th = best_call_s(&half, X, 1, Y, 300, 10);
+                const double blocks = (double)rows * (double)nb;
+                const double ns = tf / blocks * 1e9;
+                const double marg = (tf - th) / (blocks / 2) * 1e9;
+                const double gbs = (double)rb * (double)(rows / 2) / (tf - th) / 1e9;
+                double gf[2];
+                for (int bi = 0; bi < 2; bi++) {
+                    const int64_t batch = bi ? 64 : 8;
+                    const double tg = best_call_s(&full, X, batch, Y, bi ? 20 : 60, 2);
+                    gf[bi] = 2.0 * (double)rows * (double)cols * (double)batch / tg / 1e9;
+                }
+                char name[32];
+                snprintf(name, sizeof name, "%ldx%ld", (long)rows, (long)cols);
+                printf("%-10s %-5s %-10s %11.3f %11.3f %9.2f %9.1f %9.1f\n", pt_kernel_path_name(),
+                       pt_dtype_name(t), name, ns, marg, gbs, gf[0], gf[1]);
+                fflush(stdout);
+                if (ci == 1) {
+                    size_t n = strlen(keys);
+                    snprintf(keys + n, sizeof keys - n, " %s_%s_ns_block=%.3f", pt_dtype_name(t),
+                             pt_kernel_path_name(), marg);
+                }
+                free(X);
+                free(Y);
+                free(w);
+            }
+        }
+    }
+    pt_kernel_set_path(PT_PATH_AUTO);
+    printf("\nINCACHE%s\n", keys);
+}
+
 int main(int argc, char **argv)
 {
     int quick = 0, types_only = 0;
@@ -516,8 +604,11 @@ int main(int argc, char **argv)
             types_only = 1;
         else if (!strcmp(argv[i], "--types") && i + 1 < argc)
             types_list = argv[++i];
-        else {
-            fprintf(stderr, "usage: bench_kernels [--quick] [--types all|T,T,...] [--types-only]\n");
+        else if (!strcmp(argv[i], "--incache")) {
+            bench_incache();
+            return 0;
+        } else {
+            fprintf(stderr, "usage: bench_kernels [--quick] [--types all|T,T,...] [--types-only] [--incache]\n");
             return 2;
         }
     }

@@ -140,12 +140,35 @@ static TGT void axpy_avx512(float *y, float a, const float *x, int64_t n)
         y[i] = fmaf(a, x[i], y[i]);
 }
 
+// Q4_0 / Q8_0: the zmm kernels of kern_avx512_q.c where the CPU has VBMI
+// (vpermt2b; Ice Lake, Zen 4 and later), else the ymm body above (Skylake-X,
+// Cascade Lake). Products and quantiser are chosen by the same test, so the
+// Q4_0 activation layout always matches the kernel that reads it.
+static bool zmm_q(void) { return __builtin_cpu_supports("avx512vbmi"); }
+
+static void qtile_sel(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x, int64_t v0,
+                      int64_t nvec, float *y, int64_t ldy)
+{
+    if (zmm_q())
+        pt_qtile_avx512(t, w, rb, nrows, x, v0, nvec, y, ldy);
+    else
+        qtile_avx512(t, w, rb, nrows, x, v0, nvec, y, ldy);
+}
+
+static void quant_act_sel(const float *x, int64_t nb, bool paired, int8_t *qs, float *d, int32_t *s8)
+{
+    if (zmm_q())
+        pt_quant_act_avx512(x, nb, paired, qs, d, s8);
+    else
+        pt_quant_act_avx2(x, nb, paired, qs, d, s8);
+}
+
 const pt_kern pt_kern_avx512 = {
     .name = "avx512vnni",
     .qpath = PT_QPATH_AVX512,
-    .qtile = qtile_avx512,
+    .qtile = qtile_sel,
     .q4_paired = true,
-    .quant_act = pt_quant_act_avx2,
+    .quant_act = quant_act_sel,
     .ftile = ftile_avx512,
     .dot_f32 = dot_f32_avx512,
     .axpy = axpy_avx512,

@@ -47,7 +47,7 @@ typedef struct pt_kern {
     const char *name;   // "scalar", "avx2", "avxvnni", "avx512vnni"
     int qpath;          // which vdot of a qtypes.h row this path uses (PT_QPATH_*)
     pt_qtile_fn qtile;  // block-quantised weights
-    bool q4_paired;     // Q4_0 activation quants in the paired layout of kern_x86_body.h
+    bool q4_paired;     // Q4_0 activation quants in the path's own layout (quant_act's `paired`)
     pt_ftile_fn ftile;  // F32 / F16 / BF16 weights
     // One f32 vector (nb blocks) -> Q8_0 quants exactly as ggml's
     // quantize_row_q8_0 on x86 (id = 127/amax, ties to even), scales rounded to fp16 (kept as f32) and
@@ -75,6 +75,12 @@ float pt_dot_f32_avx2(const float *a, const float *b, int64_t n);
 void pt_axpy_avx2(float *y, float a, const float *x, int64_t n);
 void pt_dot_rows_avx2(float *out, const float *q, const float *rows, int64_t n, int64_t d, int64_t ld);
 void pt_axpy_rows_avx2(float *out, const float *p, const float *rows, int64_t n, int64_t d, int64_t ld);
+// The AVX-512 path's zmm Q4_0 / Q8_0 products (kern_avx512_q.c; they need
+// AVX-512 VBMI as well) and their activation quantiser, whose `paired`
+// layout is the "quad" one described there (not pt_act_pos's).
+void pt_qtile_avx512(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x, int64_t v0,
+                     int64_t nvec, float *y, int64_t ldy);
+void pt_quant_act_avx512(const float *x, int64_t nb, bool paired, int8_t *qs, float *d, int32_t *s8);
 // pt_quantize_row for Q8_0 / Q4_0 / BF16 / F16 (bit-identical to quant.c's
 // scalar code); false for other types.
 bool pt_quantize_row_avx2(pt_dtype t, const float *x, void *dst, int64_t n);

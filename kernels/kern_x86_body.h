@@ -376,6 +376,7 @@ static KX_IN void KX(row_q8_x4)(const uint8_t *w, const pt_q8act *x, int64_t v, 
 #undef TAIL
 }
 
+#ifndef KX_NO_QTILE // (a file that only wants the pieces above)
 // Rows x vectors: vectors in fours (weights reused from registers), then
 // the remaining vectors one at a time.
 static KX_FN void KX(qtile)(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x,
@@ -413,3 +414,4 @@ static KX_FN void KX(qtile)(pt_dtype t, const uint8_t *w, size_t rb, int64_t nro
                 yv[r] = KX(row_q8)(w + r * rb, xq, xd, nb);
     }
 }
+#endif
