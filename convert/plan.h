@@ -85,7 +85,7 @@ typedef struct pt_plan {
     uint32_t n_rules;
     uint32_t rule_hits[PT_MAX_TYPE_RULES]; // tensors each --type-rule chose the type of
     uint32_t count_by_type[32];   // tensors per pt_dtype id
-    uint64_t n_unused;            // index tensors not consumed (e.g. DSA indexer)
+    uint64_t n_unused;            // index tensors not consumed
     char unused_example[4][128];  // first few of them
     bool mtp_embed_present, mtp_head_present; // in the index (before de-duplication)
 } pt_plan;

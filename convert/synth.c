@@ -20,17 +20,23 @@
 // name, about, vocab, hidden, layers, first_dense, dense_ffn, experts, top_k,
 // n_group, topk_group, n_shared, moe_ffn, heads, q_lora, kv_lora, nope, rope,
 // v_head, max_pos, rope_theta, yarn_factor, yarn_orig, routed_scale, nextn,
-// shard_bytes
+// shard_bytes, idx_heads, idx_dim, idx_topk
 static const synth_preset PRESETS[] = {
     {"tiny", "demo / test model, ~12 MB (hidden 256, 4 layers, 16 experts top-4)",
      1024, 256, 4, 1, 512, 16, 4, 4, 2, 1, 128, 4, 192, 160, 32, 16, 32,
-     4096, 10000.0, 4.0, 64, 2.5, 1, 5 * MB},
+     4096, 10000.0, 4.0, 64, 2.5, 1, 5 * MB, 0, 0, 0},
     {"small", "streaming tests, ~170 MB (hidden 512, 6 layers, 64 experts top-6)",
      2048, 512, 6, 1, 1024, 64, 6, 8, 4, 1, 256, 8, 256, 128, 32, 32, 32,
-     4096, 10000.0, 4.0, 1024, 2.5, 1, 64 * MB},
+     4096, 10000.0, 4.0, 1024, 2.5, 1, 64 * MB, 0, 0, 0},
     {"bench16", "benchmark model, ~22 GB (hidden 2048, 28 layers, 128 experts top-8)",
      32000, 2048, 28, 1, 5632, 128, 8, 8, 4, 1, 1024, 16, 512, 256, 64, 32, 64,
-     163840, 10000.0, 40.0, 4096, 2.5, 1, 4 * GB},
+     163840, 10000.0, 40.0, 4096, 2.5, 1, 4 * GB, 0, 0, 0},
+    // GLM-5's attention as it is (64 heads, q_lora 2048, kv_lora 512, nope 192,
+    // rope 64, v 256, indexer 32 x 128 keeping 2048 keys) with 3 layers and 8
+    // small experts: long-context costs per layer are the real model's.
+    {"glm5", "GLM-5 attention + DSA indexer, ~1.2 GB (hidden 6144, 3 layers, 8 experts top-2)",
+     4096, 6144, 3, 1, 4096, 8, 2, 1, 1, 1, 512, 64, 2048, 512, 192, 64, 256,
+     202752, 1000000.0, 1.0, 202752, 2.5, 1, 1 * GB, 32, 128, 2048},
 };
 
 int synth_n_presets(void) { return (int)(sizeof PRESETS / sizeof PRESETS[0]); }
@@ -48,7 +54,7 @@ int synth_resolve_preset(const synth_opts *o, synth_preset *p, pt_err *err)
 {
     const synth_preset *base = synth_find_preset(o->preset ? o->preset : "");
     if (!base)
-        return pt_errf(err, "synth: unknown preset '%s' (tiny, small, bench16)", o->preset ? o->preset : "");
+        return pt_errf(err, "synth: unknown preset '%s' (tiny, small, bench16, glm5)", o->preset ? o->preset : "");
     *p = *base;
     if (o->layers) {
         if (o->layers <= p->first_dense)
@@ -166,6 +172,15 @@ static int add_block(synth_plan *pl, const synth_preset *p, uint32_t l)
     rc |= add_linear(pl, NM("self_attn.kv_b_proj.weight", 0u), (uint64_t)p->heads * (p->nope + p->v_head), p->kv_lora, 1,
                      L);
     rc |= add_linear(pl, NM("self_attn.o_proj.weight", 0u), H, (uint64_t)p->heads * p->v_head, out_gain, L);
+    if (p->idx_heads) { // DSA indexer, the MTP layer's included
+        rc |= add_linear(pl, NM("self_attn.indexer.wq_b.weight", 0u), (uint64_t)p->idx_heads * p->idx_dim, p->q_lora, 1,
+                         L);
+        rc |= add_linear(pl, NM("self_attn.indexer.wk.weight", 0u), p->idx_dim, H, 1, L);
+        rc |= add_norm(pl, NM("self_attn.indexer.k_norm.weight", 0u), p->idx_dim, L);
+        if (!rc && !plan_add(pl, NM("self_attn.indexer.k_norm.bias", 0u), ST_BF16, 1, 1, p->idx_dim, SI_EMBED, 0.5f, L))
+            rc = -1;
+        rc |= add_bf16(pl, NM("self_attn.indexer.weights_proj.weight", 0u), NULL, p->idx_heads, H, SI_DENSE, 1, L);
+    }
     rc |= add_norm(pl, NM("post_attention_layernorm.weight", 0u), H, L);
     if (l < p->first_dense) {
         rc |= add_linear(pl, NM("mlp.gate_proj.weight", 0u), p->dense_ffn, H, 1, L);

@@ -4,7 +4,10 @@
 // model in exactly the Hugging Face DeepSeek-V3 FP8 layout of
 // tests/fixtures/tiny-dsv3: config.json, model.safetensors.index.json,
 // model-0000K-of-0000N.safetensors shards split by size, tokenizer.json and
-// tokenizer_config.json (a byte-level BPE trained on a built-in text).
+// tokenizer_config.json (a byte-level BPE trained on a built-in text). A
+// preset with an indexer (glm5) is a GLM-5 glm_moe_dsa checkpoint instead:
+// the same layout plus self_attn.indexer.* (FP8 wq_b / wk, BF16 k_norm and
+// weights_proj, as GLM-5's FP8 release) and the index_* config keys.
 // Same preset + seed => byte-identical files. Shards are streamed to disk
 // tensor by tensor (memory does not grow with the model) under temporary
 // names; the index is written last, so a killed run never leaves a
@@ -43,6 +46,10 @@ typedef struct synth_preset {
     double routed_scale;        // routed_scaling_factor
     uint32_t nextn;             // num_nextn_predict_layers (0 or 1)
     uint64_t shard_bytes;       // target shard size (tensor data bytes)
+    // DSA lightning indexer (GLM-5 glm_moe_dsa); idx_heads 0 = none (DeepSeek-V3)
+    uint32_t idx_heads;         // index_n_heads
+    uint32_t idx_dim;           // index_head_dim
+    uint32_t idx_topk;          // index_topk
 } synth_preset;
 
 typedef struct synth_opts {

@@ -39,7 +39,8 @@ char *synth_config_json(const synth_preset *p)
     if (!f)
         return NULL;
     fprintf(f, "{\n");
-    fprintf(f, "  \"architectures\": [\n    \"DeepseekV3ForCausalLM\"\n  ],\n");
+    fprintf(f, "  \"architectures\": [\n    \"%s\"\n  ],\n",
+            p->idx_heads ? "GlmMoeDsaForCausalLM" : "DeepseekV3ForCausalLM");
     fprintf(f, "  \"attention_bias\": false,\n");
     fprintf(f, "  \"attention_dropout\": 0.0,\n");
     fprintf(f, "  \"aux_loss_alpha\": 0.001,\n");
@@ -49,11 +50,17 @@ char *synth_config_json(const synth_preset *p)
     fprintf(f, "  \"first_k_dense_replace\": %u,\n", p->first_dense);
     fprintf(f, "  \"hidden_act\": \"silu\",\n");
     fprintf(f, "  \"hidden_size\": %u,\n", p->hidden);
+    if (p->idx_heads) {
+        fprintf(f, "  \"index_head_dim\": %u,\n", p->idx_dim);
+        fprintf(f, "  \"index_n_heads\": %u,\n", p->idx_heads);
+        fprintf(f, "  \"index_topk\": %u,\n", p->idx_topk);
+        fprintf(f, "  \"indexer_rope_interleave\": true,\n");
+    }
     fprintf(f, "  \"initializer_range\": 0.02,\n");
     fprintf(f, "  \"intermediate_size\": %u,\n", p->dense_ffn);
     fprintf(f, "  \"kv_lora_rank\": %u,\n", p->kv_lora);
     fprintf(f, "  \"max_position_embeddings\": %u,\n", p->max_pos);
-    fprintf(f, "  \"model_type\": \"deepseek_v3\",\n");
+    fprintf(f, "  \"model_type\": \"%s\",\n", p->idx_heads ? "glm_moe_dsa" : "deepseek_v3");
     fprintf(f, "  \"moe_intermediate_size\": %u,\n", p->moe_ffn);
     fprintf(f, "  \"moe_layer_freq\": 1,\n");
     fprintf(f, "  \"n_group\": %u,\n", p->n_group);

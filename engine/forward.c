@@ -93,7 +93,6 @@ static void attention(petrel_context *c, int il, int B)
     }
     pt_gemm(&L->kv_a, s->xn, B, s->kva);
     const bool sparse = dsa_select(c, il, B);
-    const double t0 = pt_now();
 
     float *cache = c->kv[il];
     for (int b = 0; b < B; b++) {
@@ -122,6 +121,7 @@ static void attention(petrel_context *c, int il, int B)
     // (token, head) pair is computed whole by one thread: thread-count
     // independent.
     const float scale = m->softmax_scale;
+    const double t0 = pt_now(); // attention over the cached keys (engine/dsa.h: pt_dsa_times)
 #pragma omp parallel for schedule(dynamic, 1)
     for (int bh = 0; bh < B * H; bh++) {
         const int b = bh / H, h = bh % H;
@@ -153,6 +153,8 @@ static void attention(petrel_context *c, int il, int B)
             pt_axpy(ol, sc[j], cache + (size_t)sel[j] * kvd, kvl);
     }
 
+    c->t_attn_s += pt_now() - t0;
+
     // Value up-projection per head (one head per thread), then the output projection.
 #pragma omp parallel for schedule(static)
     for (int h = 0; h < H; h++) {
@@ -163,7 +165,6 @@ static void attention(petrel_context *c, int il, int B)
             memcpy(s->attn + (size_t)b * H * vd + (size_t)h * vd, oh + (size_t)b * vd, sizeof(float) * (size_t)vd);
     }
     pt_gemm(&L->o, s->attn, B, s->tmp);
-    c->t_attn_s += pt_now() - t0;
 }
 
 int pt_forward_block(petrel_context *c, int il, int B)

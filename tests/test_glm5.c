@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "convert/hfconfig.h"
+#include "convert/synth_plan.h"
 #include "engine/context.h"
 #include "engine/dsa.h"
 #include "format/safetensors.h"
@@ -748,6 +750,61 @@ Test(glm5, shared_indexers)
     free(lg);
     free(sel);
     ref_close(&w);
+    tu_rmrf(dir);
+    free(dir);
+}
+
+// ---- the GLM-shaped synth preset ---------------------------------------------------
+
+// `petrel synth --preset glm5` describes GLM-5's attention (64 heads, kv_lora
+// 512, qk_rope 64, qk_nope 192, v_head 256) and DSA indexer (32 x 128, top
+// 2048): its config.json parses to those figures, and its checkpoint plan
+// holds the indexer of every block (MTP included), FP8 wq_b / wk with their
+// scales, BF16 k_norm (weight, bias) and weights_proj.
+Test(glm5, synth_preset_glm5)
+{
+    const synth_preset *p = synth_find_preset("glm5");
+    cr_assert(p);
+    char *dir = tu_tmpdir("glm5-synth"), path[1200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *js = synth_config_json(p);
+    FILE *f = fopen(path, "w");
+    cr_assert(js && f);
+    fputs(js, f);
+    fclose(f);
+    free(js);
+    pt_hf_config cfg;
+    pt_err err = {{0}};
+    cr_assert_eq(pt_hf_config_load(path, &cfg, &err), 0, "%s", err.msg);
+    const pt_hparams *hp = &cfg.hp;
+    cr_expect(!strcmp(cfg.model_type, "glm_moe_dsa"));
+    cr_expect(hp->n_head == 64 && hp->kv_lora_rank == 512 && hp->qk_rope == 64 && hp->qk_nope == 192 &&
+              hp->v_head == 256);
+    cr_expect(hp->idx_n_head == 32 && hp->idx_head_dim == 128 && hp->idx_topk == 2048 && !hp->idx_rope_neox);
+    cr_expect_eq(cfg.n_unimpl, 0);
+    // Latent (512 + 64) and indexer key (128) per block, 3 layers + MTP, f32.
+    cr_expect_eq(pt_hparams_kv_bytes_per_token(hp, 4), 4ull * (512 + 64 + 128) * 4);
+    pt_hf_config_free(&cfg);
+
+    synth_plan pl;
+    cr_assert_eq(synth_plan_build(&pl, p, &err), 0, "%s", err.msg);
+    int found = 0;
+    for (uint32_t l = 0; l <= p->layers; l++) {
+        const char *names[] = {"wq_b.weight", "wq_b.weight_scale_inv", "wk.weight", "wk.weight_scale_inv",
+                               "k_norm.weight", "k_norm.bias", "weights_proj.weight"};
+        const st_dtype types[] = {ST_F8_E4M3, ST_F32, ST_F8_E4M3, ST_F32, ST_BF16, ST_BF16, ST_BF16};
+        for (int k = 0; k < 7; k++) {
+            char nm[160];
+            snprintf(nm, sizeof nm, "model.layers.%u.self_attn.indexer.%s", l, names[k]);
+            for (uint32_t i = 0; i < pl.n; i++)
+                if (!strcmp(pl.t[i].name, nm)) {
+                    cr_expect_eq(pl.t[i].dtype, types[k], "%s dtype", nm);
+                    found++;
+                }
+        }
+    }
+    cr_expect_eq(found, 7 * 4);
+    synth_plan_free(&pl);
     tu_rmrf(dir);
     free(dir);
 }
