@@ -40,6 +40,8 @@ static void usage(FILE *f)
             "  --threads N            worker threads for (de)quantisation\n"
             "  --delete-source        delete each shard once everything taken from it is durable\n"
             "  --fetch-cmd 'CMD {file}'  run (in HF_DIR) before a missing shard is needed\n"
+            "  --tokenizer PATH       tokenizer.json, tiktoken.model or a folder with either (default: HF_DIR's;\n"
+            "                         a tiktoken folder: tiktoken.model, tokenizer_config.json, [pat_str.txt])\n"
             "  --force                redo a complete conversion / discard an unfinished one\n"
             "  --plan                 print the output layout without reading any weight\n"
             "\n"
@@ -140,6 +142,9 @@ int cmd_convert(int argc, char **argv)
         } else if (!strcmp(a, "--fetch-cmd")) {
             NEED_VALUE();
             o.fetch_cmd = v;
+        } else if (!strcmp(a, "--tokenizer")) {
+            NEED_VALUE();
+            o.tokenizer = v;
         } else if (!strcmp(a, "--force")) {
             o.force = true;
         } else if (!strcmp(a, "--plan")) {

@@ -18,6 +18,7 @@
 #include "convert/journal.h"
 #include "convert/plan.h"
 #include "convert/tensorconv.h"
+#include "convert/tokwrite.h"
 #include "format/gguf.h"
 #include "format/safetensors.h"
 
@@ -542,16 +543,15 @@ static int run(conv *c, pt_err *err)
     const pt_convert_opts *o = c->o;
     double t0 = pt_now();
     snprintf(c->cfg_path, sizeof c->cfg_path, "%s/config.json", o->in_dir);
-    snprintf(c->tok_json, sizeof c->tok_json, "%s/tokenizer.json", o->in_dir);
-    snprintf(c->tok_cfg, sizeof c->tok_cfg, "%s/tokenizer_config.json", o->in_dir);
     snprintf(c->tmp_path, sizeof c->tmp_path, "%s.partial", o->out_path);
     snprintf(c->journal_path, sizeof c->journal_path, "%s.journal", o->out_path);
-    c->has_tok = file_exists(c->tok_json);
-    if (!c->has_tok) { // a tiktoken tokenizer (Kimi-K2): tiktoken.model beside tokenizer_config.json
-        snprintf(c->tok_json, sizeof c->tok_json, "%s/tiktoken.model", o->in_dir);
-        c->has_tok = file_exists(c->tok_json);
-    }
-    c->has_tok_cfg = c->has_tok && file_exists(c->tok_cfg);
+    // tokenizer.json or a tiktoken folder (Kimi-K2), from --tokenizer or in_dir
+    int ft = pt_convert_find_tokenizer(o->in_dir, o->tokenizer, c->tok_json, sizeof c->tok_json, c->tok_cfg,
+                                       sizeof c->tok_cfg, err);
+    if (ft < 0)
+        return -1;
+    c->has_tok = ft > 0;
+    c->has_tok_cfg = c->has_tok && c->tok_cfg[0];
     if (pt_hf_config_load(c->cfg_path, &c->cfg, err) < 0 || pt_hf_index_load(o->in_dir, &c->ix, err) < 0)
         return -1;
     c->shards = calloc(c->ix.n_shards ? c->ix.n_shards : 1, sizeof *c->shards);
@@ -690,8 +690,10 @@ int pt_convert_plan(const char *path, const pt_convert_opts *o, FILE *out, pt_er
         else
             snprintf(dir, sizeof dir, ".");
     }
-    snprintf(tok, sizeof tok, "%s/tokenizer.json", dir);
-    snprintf(tok_cfg, sizeof tok_cfg, "%s/tokenizer_config.json", dir);
+    int ft = pt_convert_find_tokenizer(S_ISDIR(st.st_mode) ? dir : NULL, o->tokenizer, tok, sizeof tok, tok_cfg,
+                                       sizeof tok_cfg, err);
+    if (ft < 0)
+        return -1;
     pt_hf_config cfg;
     if (pt_hf_config_load(cfg_path, &cfg, err) < 0)
         return -1;
@@ -707,14 +709,10 @@ int pt_convert_plan(const char *path, const pt_convert_opts *o, FILE *out, pt_er
         }
         have_ix = true;
     }
-    bool has_tok = S_ISDIR(st.st_mode) && file_exists(tok);
-    if (S_ISDIR(st.st_mode) && !has_tok) { // a tiktoken tokenizer (Kimi-K2)
-        snprintf(tok, sizeof tok, "%s/tiktoken.model", dir);
-        has_tok = file_exists(tok);
-    }
+    bool has_tok = ft > 0;
     pt_plan_opts po = {
         .expert_type = expert_type, .trunk_type = trunk_type, .rules = o->rules, .n_rules = o->n_rules,
-        .tokenizer_json = has_tok ? tok : NULL, .tokenizer_config = has_tok && file_exists(tok_cfg) ? tok_cfg : NULL,
+        .tokenizer_json = has_tok ? tok : NULL, .tokenizer_config = has_tok && tok_cfg[0] ? tok_cfg : NULL,
         .omit_mtp_embed = true, .omit_mtp_head = true,
     };
     pt_plan p;

@@ -26,6 +26,7 @@ typedef struct pt_convert_opts {
     int threads;                // 0 = OpenMP default
     bool delete_source;         // unlink each shard once everything taken from it is durable
     const char *fetch_cmd;      // "CMD {file}" run in in_dir when a shard is missing, or NULL
+    const char *tokenizer;      // --tokenizer: tokenizer.json, tiktoken.model or a folder; NULL = in_dir's
     bool force;                 // redo even if complete / discard a journal
     uint64_t debug_stop_after_units;  // test hook: SIGKILL self after N units (0 = off)
     uint64_t debug_stop_after_shards; // test hook: SIGKILL self after N shards marked done

@@ -347,3 +347,27 @@ Test(kimi, server_without_mtp, .fini = st_cleanup)
     st_stop(&s);
     free(m);
 }
+
+// `petrel convert --tokenizer DIR` takes the tokenizer from another folder
+// (here a Kimi-style tiktoken folder for tiny-dsv3's own checkpoint); a
+// path with no tokenizer is an error naming it.
+Test(kimi, convert_tokenizer_option)
+{
+    char *d = tu_tmpdir("kimitokopt"), *src = tu_fixture("tiny-dsv3"), *out = NULL;
+    write_kimi_tokenizer(d);
+    cr_assert_eq(tu_sh(&out, "%s convert %s -o %s/m.gguf --type q8_0 --tokenizer %s 2>&1", PETREL_BIN, src, d, d), 0,
+                 "%s", out);
+    free(out);
+    cr_assert_eq(tu_sh(&out, "%s tokenize -m %s/m.gguf 'Hi<|im_end|>'", PETREL_BIN, d), 0, "%s", out);
+    cr_assert_str_eq(out, "72,105,258\n");
+    free(out);
+    cr_assert_eq(tu_sh(&out, "%s convert --plan %s --tokenizer %s/tiktoken.model 2>&1", PETREL_BIN, src, d), 0, "%s",
+                 out);
+    free(out);
+    cr_assert_neq(tu_sh(&out, "%s convert %s -o %s/n.gguf --tokenizer %s/nothing 2>&1", PETREL_BIN, src, d, d), 0);
+    cr_assert(strstr(out, "--tokenizer") && strstr(out, "nothing"), "%s", out);
+    free(out);
+    tu_rmrf(d);
+    free(d);
+    free(src);
+}
