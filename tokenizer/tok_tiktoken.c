@@ -11,17 +11,18 @@
 //                           pattern applies
 //   chat_template.jinja (optional) used when the config has no template
 // A special <|im_end|> is an end-of-generation id besides the eos.
-// Special ids: those listed in added_tokens_decoder; in Kimi's folder (no
-// pat_str.txt) also, as tokenization_kimi.py, the 256 + 2 ids right after
-// the rank table, unlisted ones named "<|reserved_token_N|>".
+// Special ids: those listed in added_tokens_decoder; in Kimi's folder (its
+// pattern: no pat_str.txt, or Kimi's pattern in it) also, as
+// tokenization_kimi.py, the 256 + 2 ids right after the rank table,
+// unlisted ones named "<|reserved_token_N|>".
 // Kimi's encode cuts the text before anything else into pieces of at most
 // 400,000 characters and no more than 25,000 consecutive (non-)whitespace
 // characters (its _split_whitespaces_or_nonwhitespaces), each encoded on
 // its own; a tokenizer with Kimi's pattern does the same (tok_encode.c).
 //
 // The result is an ordinary pt_tokenizer, so encode/decode/streaming are
-// shared: byte-level, one regex split keeping the matches only, and tiktoken's merge rule
-// expressed as a pair table. tiktoken merges the adjacent pair whose
+// shared: byte-level, one regex split keeping the matches only, and
+// tiktoken's merge rule expressed as a pair table. tiktoken merges the adjacent pair whose
 // concatenated bytes have the lowest rank (leftmost on ties) — so every
 // split (a, b) of every token c with a and b tokens is a pair of rank
 // rank(c); and a piece that is itself a token is that token (tiktoken's
