@@ -46,7 +46,8 @@
 # GEMV types; "all"), FILES ("q4_0 q4_k q2_k"), LLAMA_NGEN (8),
 # LLAMA_TIMEOUT (300 s), LLAMA_BIN / LLAMA_BIN_NOREPACK (bench/llamacpp.sh's
 # bin dirs), SKIP_LLAMA=1, SKIP_GEMV=1, SKIP_CAPPED=1, SKIP_RESIDENT=1,
-# RESIDENT_TYPE (q4_k; names the resident keys), THREADS (0: all),
+# RESIDENT_TYPE (q4_k; without a q4_k file the q4_0 one, under its own keys
+# after the issue's), THREADS (0: all),
 # FIO_S (5; 0 skips fio), BLOCKDEV (the disk under WORK, found with lsblk).
 # Needs root (cgroups, drop_caches, read_ahead_kb); ~40 GB free under WORK
 # the first time (the FP8 source is kept for the three conversions; delete
@@ -291,6 +292,10 @@ R[speedup_vs_llama_tuned]=$(speedup "${R[q2_k_capped_tok_s]}" "${R[llama_tuned_q
 
 # ---- 4. resident: every Q4_K expert in RAM ---------------------------------------
 RT=${RESIDENT_TYPE:-q4_k}
+if [ -z "${MODEL[$RT]:-}" ] && [ -n "${MODEL[q4_0]:-}" ] && [ "${SKIP_RESIDENT:-0}" != 1 ]; then
+    echo "quants.sh: no $RT model: the resident comparison runs on the q4_0 file (keys resident_q4_0_*)"
+    RT=q4_0
+fi
 if [ "${SKIP_RESIDENT:-0}" != 1 ] && [ -n "${MODEL[$RT]:-}" ]; then
     f=${MODEL[$RT]}
     ram=$(( $(stat -c %s "$f") / 1073741824 + 2 ))
@@ -323,7 +328,11 @@ printf 'RESULT'
 for k in membw_gbs q4_0_gemv_ratio q8_0_gemv_ratio q4_k_gemv_ratio q2_k_gemv_ratio q6_k_gemv_ratio \
          iq4_xs_gemv_ratio iq2_xxs_gemv_ratio q4_0_capped_tok_s q2_k_capped_tok_s q2_k_bytes_ratio \
          llama_q2_k_capped_tok_s llama_tuned_q2_k_capped_tok_s speedup_vs_llama speedup_vs_llama_tuned \
-         resident_${RT}_tok_s llama_resident_${RT}_tok_s; do
+         resident_q4_k_tok_s llama_resident_q4_k_tok_s; do
     printf ' %s=%s' "$k" "${R[$k]:-na}"
 done
+# the resident comparison on another file (RESIDENT_TYPE, or the q4_0
+# fallback) comes after the issue's keys
+[ "$RT" = q4_k ] || printf ' resident_%s_tok_s=%s llama_resident_%s_tok_s=%s' "$RT" "${R[resident_${RT}_tok_s]:-na}" \
+    "$RT" "${R[llama_resident_${RT}_tok_s]:-na}"
 printf '\n'
