@@ -20,6 +20,7 @@
 #include "convert/synth_plan.h"
 #include "engine/context.h"
 #include "engine/dsa.h"
+#include "format/gguf.h"
 #include "format/safetensors.h"
 #include "petrel.h"
 #include "tests/testutil.h"
@@ -700,10 +701,55 @@ Test(glm5, float_reference_matches_golden)
     ref_close(&w);
 }
 
+// A copy of the GGUF at src as llama.cpp's glm-dsa converter writes it:
+// `glm-dsa.attention.indexer.types` a BOOL array (llama.cpp's add_indexer_types),
+// no petrel.* keys. Tensors and data unchanged.
+static void write_llamacpp_style(const char *src, const char *dst)
+{
+    pt_err err = {{0}};
+    gguf_file *g = gguf_open(src, &err);
+    cr_assert(g, "%s", err.msg);
+    gguf_writer *w = gguf_writer_new((uint32_t)g->alignment);
+    for (uint64_t i = 0; i < g->n_kv; i++) {
+        gguf_kv kv = g->kv[i];
+        if (!strncmp(kv.key, "petrel.", 7))
+            continue;
+        uint8_t flags[64];
+        if (!strcmp(kv.key, "glm-dsa.attention.indexer.types")) {
+            cr_assert(kv.type == GGUF_ARRAY && kv.arr_type == GGUF_UINT32 && kv.n <= 64);
+            for (uint64_t j = 0; j < kv.n; j++)
+                flags[j] = ((const uint32_t *)kv.arr)[j] != 0;
+            kv.arr_type = GGUF_BOOL;
+            kv.arr = flags;
+        }
+        gguf_w_copy_kv(w, &kv);
+    }
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        gguf_w_tensor(w, g->tensors[i].name, g->tensors[i].n_dims, g->tensors[i].ne, g->tensors[i].type);
+    uint64_t hl;
+    void *hdr = gguf_writer_header(w, &hl);
+    FILE *f = fopen(dst, "wb");
+    cr_assert(f && hdr);
+    cr_assert_eq(fwrite(hdr, 1, hl, f), hl);
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const gguf_tensor *t = &g->tensors[i];
+        void *buf = malloc(t->size);
+        cr_assert_eq(gguf_read(g, t->offset, buf, t->size, &err), 0, "%s", err.msg);
+        cr_assert_eq(fseek(f, (long)gguf_writer_tensor_offset(w, (int)i), SEEK_SET), 0);
+        cr_assert_eq(fwrite(buf, 1, t->size, f), t->size);
+        free(buf);
+    }
+    fclose(f);
+    cr_assert_eq(truncate(dst, (off_t)gguf_writer_total_size(w)), 0); // the last tensor's padding
+    free(hdr);
+    gguf_writer_free(w);
+    gguf_close(g);
+}
+
 // Petrel on the variant with layers 1 and 3 shared (no indexer weights
 // written for them) against the reference with the same marks: logits, and
 // every layer's set (a shared layer reports the set it reuses), one token at
-// a time and as one batch.
+// a time and as one batch, and from a copy written as llama.cpp writes it.
 Test(glm5, shared_indexers)
 {
     char *dir = tu_tmpdir("glm5-shared");
@@ -736,15 +782,19 @@ Test(glm5, shared_indexers)
     float *g = gold_f32("case%d_logits.f32.bin", k, &cnt);
     cr_expect(max_abs_diff(lg, g, cnt) > 1e-2f, "sharing the indexers changed nothing in the reference");
     free(g);
-    for (int inc = 0; inc < 2; inc++) {
-        run_out *r = run_case(model, k, inc, 0, 0, true);
+    char lmodel[1300];
+    snprintf(lmodel, sizeof lmodel, "%s/llamacpp-style.gguf", dir);
+    write_llamacpp_style(model, lmodel);
+    for (int inc = 0; inc < 3; inc++) {
+        // 0 batch, 1 incremental, 2 the llama.cpp-style copy (batch)
+        run_out *r = run_case(inc == 2 ? lmodel : model, k, inc == 1, 0, 0, true);
         float d = max_abs_diff(r->logits, lg, (size_t)n * VOCAB);
-        cr_expect(d <= 1e-3f, "shared (%s): logits max abs diff %g vs the reference", inc ? "incremental" : "batch",
-                  d);
+        const char *what = inc == 2 ? "llama.cpp-style file" : inc ? "incremental" : "batch";
+        cr_expect(d <= 1e-3f, "shared (%s): logits max abs diff %g vs the reference", what, d);
         for (int l = 0; l < N_LAYER; l++)
             for (int t = 0; t < n; t++)
                 cr_expect(memcmp(r->main.sel[l][t], sel[l][t], sizeof sel[l][t]) == 0,
-                          "shared (%s): selection differs at layer %d pos %d", inc ? "incremental" : "batch", l, t);
+                          "shared (%s): selection differs at layer %d pos %d", what, l, t);
         run_free(r);
     }
     free(lg);
