@@ -116,10 +116,11 @@ typedef struct q4g {
     __m256 dw;            // (8,) weight scales
 } q4g;
 
-// Loads at w, w+64, w+80 cover the group exactly (no byte past 144).
-// Half 0 (blocks 0..3, nibbles at 18k+2 .. 18k+17) lies in the first two
-// loads as they stand (bytes 0..127); half 1 (bytes 74..143) in the second
-// (74..125 -> 10..61) and third (128..143 -> 48..63). Scales: bytes 0, 18,
+// Loads of 64, 64 and 16 bytes at w, w+64, w+128 cover the group exactly
+// (no byte past 144). Half 0 (blocks 0..3, nibbles at 18k+2 .. 18k+17)
+// lies in the first two loads as they stand (bytes 0..127); half 1 (bytes
+// 74..143) in the second (74..125 -> 10..61) and third (128..143 -> 0..15;
+// the rest of that register is never read). Scales: bytes 0, 18,
 // 36, 54 (words 0, 9, 18, 27 of the first load) and 72, 90, 108, 126
 // (words 4, 13, 22, 31 of the second).
 static TGTI q4g q4_load(const uint8_t *w)
@@ -129,10 +130,11 @@ static TGTI q4g q4_load(const uint8_t *w)
         0x29282726, 0x2D2C2B2A, 0x31302F2E, 0x35343332, 0x3B3A3938, 0x3F3E3D3C, 0x43424140, 0x47464544);
     const __m512i idx1 = _mm512_setr_epi32(
         0x0D0C0B0A, 0x11100F0E, 0x15141312, 0x19181716, 0x1F1E1D1C, 0x23222120, 0x27262524, 0x2B2A2928,
-        0x31302F2E, 0x35343332, 0x39383736, 0x3D3C3B3A, 0x73727170, 0x77767574, 0x7B7A7978, 0x7F7E7D7C);
+        0x31302F2E, 0x35343332, 0x39383736, 0x3D3C3B3A, 0x43424140, 0x47464544, 0x4B4A4948, 0x4F4E4D4C);
     const __m512i sidx = _mm512_setr_epi32(9 << 16 | 0, 27 << 16 | 18, 45 << 16 | 36, 63 << 16 | 54, 0, 0, 0, 0,
                                            0, 0, 0, 0, 0, 0, 0, 0);
-    __m512i l0 = _mm512_loadu_si512(w), l1 = _mm512_loadu_si512(w + 64), l2 = _mm512_loadu_si512(w + 80);
+    __m512i l0 = _mm512_loadu_si512(w), l1 = _mm512_loadu_si512(w + 64);
+    __m512i l2 = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(w + 128)));
     __asm__("" : "+v"(l0), "+v"(l1), "+v"(l2)); // loaded once each (see x_load)
     const __m512i r0 = _mm512_permutex2var_epi8(l0, idx0, l1);
     const __m512i r1 = _mm512_permutex2var_epi8(l1, idx1, l2);
