@@ -4,13 +4,11 @@
 // products with int8 activations, which define each type's numerics contract
 // (qtypes.h); qt_iq_x86.c reproduces them bit for bit.
 //
-// All super-block dots share one shape: the integer part of a super-block
-// is an exact int32 `isum` (bounds below each function), and
-//     acc = fmaf(ds, (float)isum, acc)      (acc starts at +0)
-// with ds = c * d_w * x.d evaluated left to right, c a power of two that
-// the type's scale encoding implies (so c * d_w is exact). The result is acc
-// after the last super-block. Activation quants must lie in [-127, 127]
-// (as ggml's Q8_0 / Q8_K quantisers produce); the SIMD paths rely on it.
+// The dot products follow ggml's x86 (AVX2) kernels operation for
+// operation (the contract is above the scalar functions below), so a row's
+// dot product equals llama.cpp's on x86 bit for bit. Activation quants must
+// lie in [-127, 127] (as ggml's Q8_0 / Q8_K quantisers produce); the SIMD
+// paths rely on it.
 #include "kernels/qt_iq.h"
 #include "kernels/qt_iq_grid.h"
 #include "kernels/qtypes.h"
@@ -251,279 +249,325 @@ void pt_deq_iq4_xs(const void *src, float *y, int64_t n)
 }
 
 // ---- scalar dot products ---------------------------------------------------
+//
+// Contract: the f32 arithmetic of ggml's x86 (AVX2) kernels
+// ggml_vec_dot_iq*_q8_K and ggml_vec_dot_iq4_nl_q8_0, operation for
+// operation, so that a row's dot product is bit-identical to llama.cpp's on
+// x86 (llama.cpp has no AVX-512 code for these; checked against the built
+// libggml-cpu, tests/fixtures/llamacpp_vdot_iq).
+//
+// ggml works on 32-value registers: register r (0..7) holds values
+// 32r .. 32r + 31 of a super-block, and its int32 lane l (0..7) sums
+// positions 32r + 4l .. 32r + 4l + 3. So every super-block gives eight exact
+// int32 lane sums
+//   sumi_l = sum_r ls(32r + 4l) * sum_{v<4} w(32r + 4l + v) * q8(32r + 4l + v)
+// (w the signed weight integer of the value: grid byte times sign, IQ4
+// level, IQ1 grid value in {-1, 0, 1}; ls the integer scale of its 16-value
+// group: 2 s + 1, or l - 32 for IQ4_XS), and eight f32 accumulators acc[l]
+// (from +0) take, per super-block, with d = d_w * x.d (fp16 weight scale
+// times the Q8_K scale, one f32 product):
+//   acc[l] = fmaf(d, (float)sumi_l, acc[l])
+// The result is c * hsum(acc), hsum = ((a0+a4)+(a2+a6))+((a1+a5)+(a3+a7))
+// (ggml's hsum_float_8), c = 0.125f (IQ2_XXS, IQ2_XS, IQ2_S), 0.25f
+// (IQ3_XXS), 1 (IQ3_S, IQ4_XS; no multiplication). The IQ1 types add their
+// delta term (value = ls * (g +- 1/8)) in ggml's own way:
+//   IQ1_S: one int per super-block, sumi1 = sum_ib e_ib * ls_ib *
+//          (bsum_2ib + bsum_2ib+1) (e = +-1 the block's delta sign, bsums
+//          of the Q8_K block), and one f32 accum1 = fmaf(d, (float)sumi1,
+//          accum1) (ggml's `accum1 += d * sumi1`, contracted to an fma by
+//          its -O3 -march=native build: that is what matches);
+//          result = hsum(acc) + 0.125f * accum1
+//   IQ1_M: a second set of lane sums t_l = sum_r ls * sum_{v<4} e * q8 (e
+//          the delta sign of the value's 8-group) into a second set of
+//          accumulators acc2[l] = fmaf(d, (float)t_l, acc2[l]);
+//          result = hsum(acc) + 0.125f * hsum(acc2)
+// IQ4_NL (32-value blocks, Q8_0) in ggml's pairs: block b's lanes
+// p_l = sum_{v<4} w(4l + v) * q8(4l + v), dd_b = d_x[b] * d_w[b] (exact);
+// even blocks into acc1, odd ones into acc2 (acc[l] = fmaf(dd_b,
+// (float)p_l, acc[l])) over the first 2 floor(nb / 2) blocks; s =
+// hsum(acc1 + acc2, lane by lane); an odd last block adds
+// s = s + dd * (float)p (two roundings), p its whole exact sum.
+// Every integer sum fits int32 with room (|w| <= 127, |q8| <= 127, ls <= 31).
 
-// sum_j grid value j * sign j * q8[j] over 8 values (exact).
-static inline int32_t dot8(uint64_t grid, uint8_t signs, const int8_t *q8)
+// ggml's hsum_float_8.
+static float hsum8(const float a[8])
 {
-    int32_t s = 0;
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+// The eight lane sums of one super-block: w (256, signed weight integers in
+// value order), ls16 (16, the integer scale of each 16-value group), q8 (256).
+static void lane_sums(const int8_t w[QK_K], const int32_t ls16[16], const int8_t *q8, int32_t sumi[8])
+{
+    for (int l = 0; l < 8; l++)
+        sumi[l] = 0;
+    for (int r = 0; r < 8; r++)
+        for (int l = 0; l < 8; l++) {
+            const int k = 32 * r + 4 * l;
+            const int32_t p = w[k] * q8[k] + w[k + 1] * q8[k + 1] + w[k + 2] * q8[k + 2] + w[k + 3] * q8[k + 3];
+            sumi[l] += ls16[2 * r + l / 4] * p;
+        }
+}
+
+// acc[l] = fmaf(d, (float)sumi[l], acc[l]) for the eight lanes.
+static void lanes_fma(float d, const int32_t sumi[8], float acc[8])
+{
+    for (int l = 0; l < 8; l++)
+        acc[l] = fmaf(d, (float)sumi[l], acc[l]);
+}
+
+// 8 values grid byte * sign into w (signs from bit j of `signs`).
+static void unpack8(int8_t *w, uint64_t grid, uint8_t signs)
+{
     for (int j = 0; j < 8; j++) {
-        const int32_t v = gbyte64(grid, j) * q8[j];
-        s += signs >> j & 1 ? -v : v;
+        const int v = gbyte64(grid, j);
+        w[j] = (int8_t)(signs >> j & 1 ? -v : v);
     }
-    return s;
 }
 
-static inline int32_t dot4x2(uint32_t g1, uint32_t g2, uint8_t signs, const int8_t *q8)
+// Signed weights and 16-value scales of each type's super-block.
+static void unpack_iq2_xxs(const void *blk, int8_t w[QK_K], int32_t ls[16])
 {
-    return dot8((uint64_t)g1 | (uint64_t)g2 << 32, signs, q8);
+    const pt_blk_iq2_xxs *b = blk;
+    for (int ib = 0; ib < 8; ib++) {
+        const uint8_t *q = b->qs + 8 * ib;
+        const uint32_t aux = pt_iq_u32(q + 4);
+        for (int l = 0; l < 4; l++)
+            unpack8(w + 32 * ib + 8 * l, pt_iq2xxs_grid[q[l]], pt_ksigns_iq2xs[(aux >> 7 * l) & 127]);
+        ls[2 * ib] = ls[2 * ib + 1] = (int32_t)(2 * (aux >> 28) + 1);
+    }
 }
 
-// IQ2_XXS · Q8_K. Per super-block: s_ib = exact dot of 32-block ib's signed
-// grid values with its 32 quants, ls_ib = 2 * scale + 1 (1..31);
-// isum = sum_ib ls_ib * s_ib (|isum| <= 8 * 31 * 32 * 43 * 127 < 2^31);
-// acc = fmaf(0.125f * d_w * x.d, (float)isum, acc).
+static void unpack_iq2_xs(const void *blk, int8_t w[QK_K], int32_t ls[16])
+{
+    const pt_blk_iq2_xs *b = blk;
+    for (int g = 0; g < 32; g++) {
+        const uint16_t q = pt_iq_u16(b->qs + 2 * g);
+        unpack8(w + 8 * g, pt_iq2xs_grid[q & 511], pt_ksigns_iq2xs[q >> 9]);
+    }
+    for (int h = 0; h < 16; h++)
+        ls[h] = 2 * (h % 2 ? b->scales[h / 2] >> 4 : b->scales[h / 2] & 0xf) + 1;
+}
+
+static void unpack_iq2_s(const void *blk, int8_t w[QK_K], int32_t ls[16])
+{
+    const pt_blk_iq2_s *b = blk;
+    for (int ib = 0; ib < 8; ib++)
+        for (int l = 0; l < 4; l++) {
+            const int idx = b->qs[4 * ib + l] | ((b->qh[ib] << (8 - 2 * l)) & 0x300);
+            unpack8(w + 32 * ib + 8 * l, pt_iq2s_grid[idx], b->signs[4 * ib + l]);
+        }
+    for (int h = 0; h < 16; h++)
+        ls[h] = 2 * (h % 2 ? b->scales[h / 2] >> 4 : b->scales[h / 2] & 0xf) + 1;
+}
+
+static void unpack_iq3_xxs(const void *blk, int8_t w[QK_K], int32_t ls[16])
+{
+    const pt_blk_iq3_xxs *b = blk;
+    for (int ib = 0; ib < 8; ib++) {
+        const uint8_t *q = b->qs + 8 * ib;
+        const uint32_t aux = pt_iq_u32(b->sas + 4 * ib);
+        for (int l = 0; l < 4; l++) {
+            const uint64_t g = (uint64_t)pt_iq3xxs_grid[q[2 * l]] | (uint64_t)pt_iq3xxs_grid[q[2 * l + 1]] << 32;
+            unpack8(w + 32 * ib + 8 * l, g, pt_ksigns_iq2xs[(aux >> 7 * l) & 127]);
+        }
+        ls[2 * ib] = ls[2 * ib + 1] = (int32_t)(2 * (aux >> 28) + 1);
+    }
+}
+
+static void unpack_iq3_s(const void *blk, int8_t w[QK_K], int32_t ls[16])
+{
+    const pt_blk_iq3_s *b = blk;
+    for (int ib = 0; ib < 8; ib++) {
+        for (int l = 0; l < 4; l++) {
+            int i1, i2;
+            iq3s_idx(b, ib, l, &i1, &i2);
+            const uint64_t g = (uint64_t)pt_iq3s_grid[i1] | (uint64_t)pt_iq3s_grid[i2] << 32;
+            unpack8(w + 32 * ib + 8 * l, g, b->signs[4 * ib + l]);
+        }
+        const int sc = ib % 2 ? b->scales[ib / 2] >> 4 : b->scales[ib / 2] & 0xf;
+        ls[2 * ib] = ls[2 * ib + 1] = 2 * sc + 1;
+    }
+}
+
+static void unpack_iq4_xs(const void *blk, int8_t w[QK_K], int32_t ls[16])
+{
+    const pt_blk_iq4_xs *b = blk;
+    for (int ib = 0; ib < 8; ib++) {
+        const uint8_t *q = b->qs + 16 * ib;
+        for (int j = 0; j < 16; j++) {
+            w[32 * ib + j] = pt_kvalues_iq4nl[q[j] & 0xf];
+            w[32 * ib + j + 16] = pt_kvalues_iq4nl[q[j] >> 4];
+        }
+        ls[2 * ib] = ls[2 * ib + 1] = iq4xs_ls(b, ib);
+    }
+}
+
+// The lane accumulators of the types with no delta term: super-block i
+// (`bytes` long, its fp16 d_w in its first two bytes) unpacked by `un`,
+// its lanes meeting d = d_w * x.d.
+typedef void (*unpack_fn)(const void *blk, int8_t w[QK_K], int32_t ls[16]);
+
+static void lane_acc(const void *w, size_t bytes, unpack_fn un, const block_q8_K *y, int64_t n, float acc[8])
+{
+    assert(n % QK_K == 0);
+    int8_t wv[QK_K];
+    int32_t ls[16], sumi[8];
+    for (int l = 0; l < 8; l++)
+        acc[l] = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const uint8_t *blk = (const uint8_t *)w + (size_t)i * bytes;
+        un(blk, wv, ls);
+        lane_sums(wv, ls, y[i].qs, sumi);
+        lanes_fma(pt_fp16_to_f32(pt_iq_u16(blk)) * y[i].d, sumi, acc);
+    }
+}
+
 float pt_vdot_iq2_xxs_scalar(const void *w, const void *xq, int64_t n)
 {
-    assert(n % QK_K == 0);
-    const pt_blk_iq2_xxs *x = w;
-    const block_q8_K *y = xq;
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const int8_t *q8 = y[i].qs;
-        int32_t isum = 0;
-        for (int ib = 0; ib < 8; ib++) {
-            const uint8_t *q = x[i].qs + 8 * ib;
-            const uint32_t aux = pt_iq_u32(q + 4);
-            int32_t s = 0;
-            for (int l = 0; l < 4; l++, q8 += 8)
-                s += dot8(pt_iq2xxs_grid[q[l]], pt_ksigns_iq2xs[(aux >> 7 * l) & 127], q8);
-            isum += (int32_t)(2 * (aux >> 28) + 1) * s;
-        }
-        const float ds = 0.125f * pt_fp16_to_f32(pt_iq_u16(x[i].d)) * y[i].d;
-        acc = fmaf(ds, (float)isum, acc);
-    }
-    return acc;
+    float acc[8];
+    lane_acc(w, sizeof(pt_blk_iq2_xxs), unpack_iq2_xxs, xq, n, acc);
+    return 0.125f * hsum8(acc);
 }
 
-// IQ2_XS · Q8_K. Per super-block: s_h = exact dot of each 16-value half
-// (h = 0..15) with its quants, ls_h = 2 * its 4-bit scale + 1;
-// isum = sum_h ls_h * s_h (< 2^31 as IQ2_XXS);
-// acc = fmaf(0.125f * d_w * x.d, (float)isum, acc).
 float pt_vdot_iq2_xs_scalar(const void *w, const void *xq, int64_t n)
 {
-    assert(n % QK_K == 0);
-    const pt_blk_iq2_xs *x = w;
-    const block_q8_K *y = xq;
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const int8_t *q8 = y[i].qs;
-        int32_t isum = 0;
-        for (int h = 0; h < 16; h++) {
-            int32_t s = 0;
-            for (int l = 0; l < 2; l++, q8 += 8) {
-                const uint16_t q = pt_iq_u16(x[i].qs + 2 * (2 * h + l));
-                s += dot8(pt_iq2xs_grid[q & 511], pt_ksigns_iq2xs[q >> 9], q8);
-            }
-            const int sc = h % 2 ? x[i].scales[h / 2] >> 4 : x[i].scales[h / 2] & 0xf;
-            isum += (2 * sc + 1) * s;
-        }
-        const float ds = 0.125f * pt_fp16_to_f32(pt_iq_u16(x[i].d)) * y[i].d;
-        acc = fmaf(ds, (float)isum, acc);
-    }
-    return acc;
+    float acc[8];
+    lane_acc(w, sizeof(pt_blk_iq2_xs), unpack_iq2_xs, xq, n, acc);
+    return 0.125f * hsum8(acc);
 }
 
-// IQ2_S · Q8_K: exactly the IQ2_XS sequence (16-value halves, ls_h =
-// 2 * scale + 1, isum = sum_h ls_h * s_h, acc = fmaf(0.125f * d_w * x.d,
-// (float)isum, acc)); grid index 10 bits, signs stored as plain bytes.
 float pt_vdot_iq2_s_scalar(const void *w, const void *xq, int64_t n)
 {
-    assert(n % QK_K == 0);
-    const pt_blk_iq2_s *x = w;
-    const block_q8_K *y = xq;
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const int8_t *q8 = y[i].qs;
-        int32_t isum = 0;
-        for (int h = 0; h < 16; h++) {
-            const int ib = h / 2;
-            int32_t s = 0;
-            for (int l = 2 * (h % 2); l < 2 * (h % 2) + 2; l++, q8 += 8) {
-                const int idx = x[i].qs[4 * ib + l] | ((x[i].qh[ib] << (8 - 2 * l)) & 0x300);
-                s += dot8(pt_iq2s_grid[idx], x[i].signs[4 * ib + l], q8);
-            }
-            const int sc = h % 2 ? x[i].scales[ib] >> 4 : x[i].scales[ib] & 0xf;
-            isum += (2 * sc + 1) * s;
-        }
-        const float ds = 0.125f * pt_fp16_to_f32(pt_iq_u16(x[i].d)) * y[i].d;
-        acc = fmaf(ds, (float)isum, acc);
-    }
-    return acc;
+    float acc[8];
+    lane_acc(w, sizeof(pt_blk_iq2_s), unpack_iq2_s, xq, n, acc);
+    return 0.125f * hsum8(acc);
 }
 
-// IQ3_XXS · Q8_K. Per super-block: s_ib exact per 32-block, ls_ib =
-// 2 * scale + 1; isum = sum_ib ls_ib * s_ib (<= 8 * 31 * 32 * 62 * 127 < 2^31);
-// acc = fmaf(0.25f * d_w * x.d, (float)isum, acc).
 float pt_vdot_iq3_xxs_scalar(const void *w, const void *xq, int64_t n)
 {
-    assert(n % QK_K == 0);
-    const pt_blk_iq3_xxs *x = w;
-    const block_q8_K *y = xq;
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const int8_t *q8 = y[i].qs;
-        int32_t isum = 0;
-        for (int ib = 0; ib < 8; ib++) {
-            const uint8_t *q = x[i].qs + 8 * ib;
-            const uint32_t aux = pt_iq_u32(x[i].sas + 4 * ib);
-            int32_t s = 0;
-            for (int l = 0; l < 4; l++, q8 += 8)
-                s += dot4x2(pt_iq3xxs_grid[q[2 * l]], pt_iq3xxs_grid[q[2 * l + 1]],
-                            pt_ksigns_iq2xs[(aux >> 7 * l) & 127], q8);
-            isum += (int32_t)(2 * (aux >> 28) + 1) * s;
-        }
-        const float ds = 0.25f * pt_fp16_to_f32(pt_iq_u16(x[i].d)) * y[i].d;
-        acc = fmaf(ds, (float)isum, acc);
-    }
-    return acc;
+    float acc[8];
+    lane_acc(w, sizeof(pt_blk_iq3_xxs), unpack_iq3_xxs, xq, n, acc);
+    return 0.25f * hsum8(acc);
 }
 
-// IQ3_S · Q8_K. Per super-block: s_ib exact per 32-block, ls_ib =
-// 2 * scale + 1 (1..31); isum = sum_ib ls_ib * s_ib (<= 8 * 31 * 32 * 15 * 127);
-// acc = fmaf(d_w * x.d, (float)isum, acc).
 float pt_vdot_iq3_s_scalar(const void *w, const void *xq, int64_t n)
 {
-    assert(n % QK_K == 0);
-    const pt_blk_iq3_s *x = w;
-    const block_q8_K *y = xq;
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const int8_t *q8 = y[i].qs;
-        int32_t isum = 0;
-        for (int ib = 0; ib < 8; ib++) {
-            int32_t s = 0;
-            for (int l = 0; l < 4; l++, q8 += 8) {
-                int i1, i2;
-                iq3s_idx(&x[i], ib, l, &i1, &i2);
-                s += dot4x2(pt_iq3s_grid[i1], pt_iq3s_grid[i2], x[i].signs[4 * ib + l], q8);
-            }
-            const int sc = ib % 2 ? x[i].scales[ib / 2] >> 4 : x[i].scales[ib / 2] & 0xf;
-            isum += (2 * sc + 1) * s;
-        }
-        const float ds = pt_fp16_to_f32(pt_iq_u16(x[i].d)) * y[i].d;
-        acc = fmaf(ds, (float)isum, acc);
-    }
-    return acc;
+    float acc[8];
+    lane_acc(w, sizeof(pt_blk_iq3_s), unpack_iq3_s, xq, n, acc);
+    return hsum8(acc);
 }
 
-// sum_j grid value j * q8[j] over 8 signed IQ1 grid values (exact).
-static inline int32_t dot8s(uint64_t grid, const int8_t *q8)
+float pt_vdot_iq4_xs_scalar(const void *w, const void *xq, int64_t n)
 {
-    int32_t s = 0;
-    for (int j = 0; j < 8; j++)
-        s += (int8_t)gbyte64(grid, j) * q8[j];
-    return s;
+    float acc[8];
+    lane_acc(w, sizeof(pt_blk_iq4_xs), unpack_iq4_xs, xq, n, acc);
+    return hsum8(acc);
 }
 
-// IQ1_S · Q8_K. Value = ls * (g + delta), delta = +-1/8 per 32-block, so
-// with exact integers s_ib = sum g * q8 over the 32-block, b_ib = the sum
-// of its quants (summed from qs, not taken from x.bsums, so that no path
-// depends on the bsums agreeing with qs), e_ib = +1 / -1 (delta sign) and
-// ls_ib = 2 * scale + 1:
-//   isum = sum_ib ls_ib * (8 * s_ib + e_ib * b_ib)   (|isum| <= 8*15*9*4064)
-//   acc = fmaf(0.125f * d_w * x.d, (float)isum, acc).
-// The delta term is thus integer too (8 * delta = +-1), and exact.
+// IQ1_S: grid values in w, one scale per 32-block; the delta term from the
+// Q8_K block sums, as ggml (the bsums must be those of qs, as every Q8_K
+// quantiser writes them).
 float pt_vdot_iq1_s_scalar(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK_K == 0);
     const pt_blk_iq1_s *x = w;
     const block_q8_K *y = xq;
-    float acc = 0.0f;
+    int8_t wv[QK_K];
+    int32_t ls[16], sumi[8];
+    float acc[8] = {0}, accum1 = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        const int8_t *q8 = y[i].qs;
-        int32_t isum = 0;
+        int32_t sumi1 = 0;
         for (int ib = 0; ib < 8; ib++) {
             const uint16_t qh = pt_iq_u16(x[i].qh + 2 * ib);
-            int32_t s = 0;
-            for (int l = 0; l < 4; l++, q8 += 8)
-                s += dot8s(pt_iq1s_grid[x[i].qs[4 * ib + l] | (((qh >> 3 * l) & 7) << 8)], q8);
-            int32_t b = 0;
-            for (int j = 0; j < 32; j++)
-                b += y[i].qs[32 * ib + j];
-            const int32_t ls = 2 * ((qh >> 12) & 7) + 1;
-            isum += ls * (8 * s + (qh & 0x8000 ? -b : b));
+            for (int l = 0; l < 4; l++) {
+                const uint64_t g = pt_iq1s_grid[x[i].qs[4 * ib + l] | (((qh >> 3 * l) & 7) << 8)];
+                for (int j = 0; j < 8; j++)
+                    wv[32 * ib + 8 * l + j] = (int8_t)gbyte64(g, j);
+            }
+            ls[2 * ib] = ls[2 * ib + 1] = 2 * ((qh >> 12) & 7) + 1;
+            const int32_t bs = y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1];
+            sumi1 += (qh & 0x8000 ? -bs : bs) * ls[2 * ib];
         }
-        const float ds = 0.125f * pt_fp16_to_f32(pt_iq_u16(x[i].d)) * y[i].d;
-        acc = fmaf(ds, (float)isum, acc);
+        lane_sums(wv, ls, y[i].qs, sumi);
+        const float d = y[i].d * pt_fp16_to_f32(pt_iq_u16(x[i].d));
+        lanes_fma(d, sumi, acc);
+        accum1 = fmaf(d, (float)sumi1, accum1);
     }
-    return acc;
+    return hsum8(acc) + 0.125f * accum1;
 }
 
-// IQ1_M · Q8_K. As IQ1_S with the delta sign per 8 values and the scale
-// per 16: for each half h (16 values) of each 32-block, s_h = sum g * q8,
-// t_h = sum over its two 8-groups of e_group * (sum of the group's quants),
-// ls_h = 2 * scale + 1 (1..15):
-//   isum = sum_h ls_h * (8 * s_h + t_h);
-//   acc = fmaf(0.125f * d_w * x.d, (float)isum, acc), d_w the fp16 scale
-// assembled from the top nibbles of the 4 scale words.
+// IQ1_M: grid values and, separately, the delta signs (+-1 per 8-group)
+// as two sets of lanes with the same 16-value scales.
 float pt_vdot_iq1_m_scalar(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK_K == 0);
     const pt_blk_iq1_m *x = w;
     const block_q8_K *y = xq;
-    float acc = 0.0f;
+    int8_t wv[QK_K], ev[QK_K];
+    int32_t ls[16], sumi[8], sumt[8];
+    float acc[8] = {0}, acc2[8] = {0};
     for (int64_t i = 0; i < n / QK_K; i++) {
-        const int8_t *q8 = y[i].qs;
-        int32_t isum = 0;
         for (int ib = 0; ib < 8; ib++) {
-            for (int h = 0; h < 2; h++) {
-                int32_t s = 0, t = 0;
-                for (int l = 2 * h; l < 2 * h + 2; l++, q8 += 8) {
-                    s += dot8s(pt_iq1s_grid[iq1m_idx(&x[i], ib, l)], q8);
-                    int32_t b = 0;
-                    for (int j = 0; j < 8; j++)
-                        b += q8[j];
-                    t += iq1m_neg(&x[i], ib, l) ? -b : b;
+            for (int l = 0; l < 4; l++) {
+                const uint64_t g = pt_iq1s_grid[iq1m_idx(&x[i], ib, l)];
+                const int8_t e = iq1m_neg(&x[i], ib, l) ? -1 : 1;
+                for (int j = 0; j < 8; j++) {
+                    wv[32 * ib + 8 * l + j] = (int8_t)gbyte64(g, j);
+                    ev[32 * ib + 8 * l + j] = e;
                 }
-                isum += iq1m_ls(&x[i], ib, h) * (8 * s + t);
             }
+            ls[2 * ib] = iq1m_ls(&x[i], ib, 0);
+            ls[2 * ib + 1] = iq1m_ls(&x[i], ib, 1);
         }
-        const float ds = 0.125f * pt_fp16_to_f32(pt_iq1m_scale(&x[i])) * y[i].d;
-        acc = fmaf(ds, (float)isum, acc);
+        lane_sums(wv, ls, y[i].qs, sumi);
+        lane_sums(ev, ls, y[i].qs, sumt);
+        const float d = y[i].d * pt_fp16_to_f32(pt_iq1m_scale(&x[i]));
+        lanes_fma(d, sumi, acc);
+        lanes_fma(d, sumt, acc2);
     }
-    return acc;
+    return hsum8(acc) + 0.125f * hsum8(acc2);
 }
 
-// sum_j level(q[j] nibbles) * q8[j] over one 32-value IQ4 block (exact).
-static inline int32_t dot_iq4(const uint8_t *q, const int8_t *q8)
+// IQ4_NL block b's four-value lane sums p[8] and its whole sum.
+static int32_t iq4nl_lanes(const pt_blk_iq4_nl *b, const int8_t *q8, int32_t p[8])
 {
+    int8_t wv[QK];
+    for (int j = 0; j < 16; j++) {
+        wv[j] = pt_kvalues_iq4nl[b->qs[j] & 0xf];
+        wv[j + 16] = pt_kvalues_iq4nl[b->qs[j] >> 4];
+    }
     int32_t s = 0;
-    for (int j = 0; j < 16; j++)
-        s += pt_kvalues_iq4nl[q[j] & 0xf] * q8[j] + pt_kvalues_iq4nl[q[j] >> 4] * q8[j + 16];
+    for (int l = 0; l < 8; l++) {
+        p[l] = 0;
+        for (int v = 0; v < 4; v++)
+            p[l] += wv[4 * l + v] * q8[4 * l + v];
+        s += p[l];
+    }
     return s;
 }
 
-// IQ4_NL · Q8_0: the 32-value-block contract of qtypes.h: s_b = exact dot
-// of block b's levels with its quants, dd_b = d_w[b] * d_x[b] (exact),
-// acc[b % 8] = fmaf((float)s_b, dd_b, acc[b % 8]), result = reduce8(acc).
 float pt_vdot_iq4_nl_scalar(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK == 0);
     const pt_blk_iq4_nl *x = w;
     const block_q8_0 *y = xq;
-    float acc[8] = {0};
-    for (int64_t b = 0; b < n / QK; b++) {
-        const float dd = pt_fp16_to_f32(pt_iq_u16(x[b].d)) * pt_fp16_to_f32(y[b].d);
-        acc[b % 8] = fmaf((float)dot_iq4(x[b].qs, y[b].qs), dd, acc[b % 8]);
+    const int64_t nb = n / QK, npair = nb / 2 * 2;
+    float acc[2][8] = {{0}}, sum[8];
+    int32_t p[8];
+    for (int64_t b = 0; b < npair; b++) {
+        iq4nl_lanes(&x[b], y[b].qs, p);
+        lanes_fma(pt_fp16_to_f32(y[b].d) * pt_fp16_to_f32(pt_iq_u16(x[b].d)), p, acc[b % 2]);
     }
-    return pt_reduce8(acc);
-}
-
-// IQ4_XS · Q8_K. Per super-block: s_ib exact per 32-block, l_ib = its 6-bit
-// scale - 32 (-32..31); isum = sum_ib l_ib * s_ib (<= 8 * 32 * 32 * 127 * 127);
-// acc = fmaf(d_w * x.d, (float)isum, acc).
-float pt_vdot_iq4_xs_scalar(const void *w, const void *xq, int64_t n)
-{
-    assert(n % QK_K == 0);
-    const pt_blk_iq4_xs *x = w;
-    const block_q8_K *y = xq;
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        int32_t isum = 0;
-        for (int ib = 0; ib < 8; ib++)
-            isum += iq4xs_ls(&x[i], ib) * dot_iq4(x[i].qs + 16 * ib, y[i].qs + 32 * ib);
-        const float ds = pt_fp16_to_f32(pt_iq_u16(x[i].d)) * y[i].d;
-        acc = fmaf(ds, (float)isum, acc);
+    for (int l = 0; l < 8; l++)
+        sum[l] = acc[0][l] + acc[1][l];
+    float s = hsum8(sum);
+    if (nb > npair) {
+        const int64_t b = npair;
+        const int32_t t = iq4nl_lanes(&x[b], y[b].qs, p);
+        // ggml's `sumf += d * (sumi1 + sumi2)`: a multiply and an add (not
+        // contracted to an fma there: that is what matches)
+        s += pt_fp16_to_f32(y[b].d) * pt_fp16_to_f32(pt_iq_u16(x[b].d)) * (float)t;
     }
-    return acc;
+    return s;
 }

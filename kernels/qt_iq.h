@@ -10,8 +10,9 @@
 
 // pt_deq_*: ggml's dequantize_row_* bit for bit (pt_dequant_fn).
 // pt_vdot_*_<path>: one row · one activation row (Q8_0 for IQ4_NL, Q8_K for
-// the others, ggml layouts, quants in [-127, 127]); the numerics contract of
-// each type is written above its scalar function in qt_iq.c and every path
+// the others, ggml layouts, quants in [-127, 127]; IQ1_S reads the Q8_K
+// bsums, as ggml does); the numerics contract (ggml's x86 vec_dot, bit for
+// bit) is written above the scalar functions in qt_iq.c and every path
 // returns the same bits.
 
 void pt_deq_iq2_xxs(const void *src, float *y, int64_t n);

@@ -1,22 +1,31 @@
-// kernels/qt_iq_x86.c — AVX2 (and AVX-512 VNNI) dot products of the
-// i-quants, bit-identical to the scalar ones in qt_iq.c: the integer sums
-// are computed with vector instructions (maddubs / madd, or dpbusd), then
-// reduced to the same exact int32 (integer addition is associative), and
-// meet their float scales in the same scalar f32 steps as the contract
-// written above each scalar function. Compiled per function with target
+// kernels/qt_iq_x86.c — AVX2 (and AVX-512) dot products of the i-quants,
+// bit-identical to the scalar ones in qt_iq.c and so to ggml's x86
+// vec_dot: the integer sums are computed with vector instructions
+// (maddubs / madd, or dpbusd) into ggml's eight int32 lanes per
+// super-block (lane l = positions 4l .. 4l + 3 of every 32 values; integer
+// addition is associative, so any grouping that keeps a value in its lane
+// gives the same lane sums), which then meet their float scales in the
+// same f32 operations as the contract above the scalar functions: one
+// 8-wide fma per super-block (IQ4_NL: per block, into ggml's even / odd
+// accumulators) and ggml's hsum_float_8. Compiled per function with target
 // attributes (no -march flag); matmul.c chooses the path at run time.
 //
 // Products (AVX2): a weight magnitude (u8) times an activation quant with
 // the weight's sign folded in (sign_epi8, never overflowing: quants are in
 // [-127, 127]); maddubs sums pairs into int16 (|pair| <= 2 * 127 * 127 <
 // 2^15, no saturation), madd with the block scale widens to int32. The IQ1
-// types fold grid value and delta into one int8 weight 8 g + e (|.| <= 9).
-// AVX-512 (IQ4 types only; the others use their AVX2 function there):
-// dpbusd of the levels biased to unsigned (w + 128) minus dpbusd of 128,
-// both exact int32. Where one step handles two or four 32-blocks, the
-// activation quants are regrouped (permute2x128 / shuffle_i64x2) to meet
-// the nibble order of the weights. The block loops are unrolled: the
-// scale selection and index arithmetic then fold into constants.
+// delta terms go into their own sums as ggml keeps them (IQ1_S: from the
+// Q8_K bsums; IQ1_M: a second set of lanes).
+// AVX-512 (IQ4_NL, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S; the others use their
+// AVX2 function there): 64 values per register, whose two 32-value halves
+// fold into the eight lanes with one add; for the IQ4 types dpbusd of the
+// levels biased to unsigned (w + 128) minus dpbusd of 128, both exact
+// int32. Where one step handles two or four 32-blocks, the activation
+// quants are regrouped (permute2x128 / shuffle_i64x2) to meet the nibble
+// order of the weights, and the first / second halves of the blocks are
+// summed apart and put back in lane order at the end. The block loops are
+// unrolled: the scale selection and index arithmetic then fold into
+// constants.
 #include "kernels/qt_iq.h"
 #include "kernels/qt_iq_grid.h"
 #include "kernels/qtypes.h"
@@ -40,6 +49,15 @@ static TGTI int32_t hsum_i32(__m256i v)
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
     return _mm_cvtsi128_si32(s);
+}
+
+// ggml's hsum_float_8: ((a0+a4)+(a2+a6))+((a1+a5)+(a3+a7)).
+static TGTI float hsum8(__m256 v)
+{
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
 }
 
 // u8 magnitudes `w` times signed quants `q` (signs already applied), pairs
@@ -110,7 +128,7 @@ static TGTI __m128i iq4xs_scales(const pt_blk_iq4_xs *b)
 // gives, after the level lookup, the first halves of both blocks (L) and the
 // second halves (H); the activation quants are regrouped to match, and each
 // 128-bit lane meets its own block's scale (int16 in `sc`).
-static TGTI __m256i iq4xs_pair(const uint8_t *qs, const int8_t *q8, __m256i tab, __m256i sc)
+static TGTI void iq4xs_pair(const uint8_t *qs, const int8_t *q8, __m256i tab, __m256i sc, __m256i *sL, __m256i *sH)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256i q = _mm256_loadu_si256((const __m256i *)qs);
@@ -118,7 +136,16 @@ static TGTI __m256i iq4xs_pair(const uint8_t *qs, const int8_t *q8, __m256i tab,
     const __m256i H = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
     const __m256i a = _mm256_loadu_si256((const __m256i *)q8), b = _mm256_loadu_si256((const __m256i *)(q8 + 32));
     const __m256i qL = _mm256_permute2x128_si256(a, b, 0x20), qH = _mm256_permute2x128_si256(a, b, 0x31);
-    return _mm256_add_epi32(dot_signed(L, qL, sc), dot_signed(H, qH, sc));
+    *sL = _mm256_add_epi32(*sL, dot_signed(L, qL, sc));
+    *sH = _mm256_add_epi32(*sH, dot_signed(H, qH, sc));
+}
+
+// Sums of first halves (sL: lanes 0..3 block 2j, 4..7 block 2j + 1) and
+// second halves (sH) -> ggml's lanes: lane l < 4 = positions 4l.. of the
+// first halves of both blocks, lane 4 + l the same of the second halves.
+static TGTI __m256i halves_to_lanes(__m256i sL, __m256i sH)
+{
+    return _mm256_add_epi32(_mm256_permute2x128_si256(sL, sH, 0x20), _mm256_permute2x128_si256(sL, sH, 0x31));
 }
 
 TGT float pt_vdot_iq4_xs_avx2(const void *w, const void *xq, int64_t n)
@@ -135,17 +162,15 @@ TGT float pt_vdot_iq4_xs_avx2(const void *w, const void *xq, int64_t n)
                          10, 11, 10, 11),
         _mm256_setr_epi8(12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 14, 15, 14, 15, 14, 15, 14, 15,
                          14, 15, 14, 15, 14, 15, 14, 15)};
-    float acc = 0.0f;
+    __m256 vacc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const __m256i ls = _mm256_broadcastsi128_si256(iq4xs_scales(&x[i]));
-        __m256i sum = _mm256_setzero_si256();
+        __m256i sL = _mm256_setzero_si256(), sH = _mm256_setzero_si256();
         for (int j = 0; j < 4; j++)
-            sum = _mm256_add_epi32(sum, iq4xs_pair(x[i].qs + 32 * j, y[i].qs + 64 * j, tab,
-                                                   _mm256_shuffle_epi8(ls, pick[j])));
-        const float ds = h2f(x[i].d) * y[i].d;
-        acc = fmaf(ds, (float)hsum_i32(sum), acc);
+            iq4xs_pair(x[i].qs + 32 * j, y[i].qs + 64 * j, tab, _mm256_shuffle_epi8(ls, pick[j]), &sL, &sH);
+        vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(halves_to_lanes(sL, sH)), vacc);
     }
-    return acc;
+    return hsum8(vacc);
 }
 
 // IQ4_NL blocks b, b + 1 as AVX2 operands: L / H = the levels of the first /
@@ -165,14 +190,6 @@ static TGTI iq4_pair iq4nl_pair(const pt_blk_iq4_nl *x, const block_q8_0 *y, __m
                       _mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31)};
 }
 
-// Four pair results (lanes 0..3: block 2k, 4..7: block 2k + 1 of pair k) ->
-// lane j = block j's exact sum.
-static TGTI __m256i fold_pairs(__m256i r0, __m256i r1, __m256i r2, __m256i r3)
-{
-    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(r0, r1), _mm256_hadd_epi32(r2, r3));
-    return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
-
 // d_w[b] * d_x[b] of blocks b0 .. b0 + 7 (exact products of fp16 values).
 static TGTI __m256 iq4nl_scales8(const pt_blk_iq4_nl *x, const block_q8_0 *y)
 {
@@ -190,11 +207,42 @@ static TGTI __m256 iq4nl_scales8(const pt_blk_iq4_nl *x, const block_q8_0 *y)
     return _mm256_mul_ps(_mm256_cvtph_ps(dw), _mm256_cvtph_ps(dx));
 }
 
-static TGTI __m256i iq4nl_pair_dot_avx2(const pt_blk_iq4_nl *x, const block_q8_0 *y, __m256i tab)
+// Blocks b, b + 1 into ggml's even / odd accumulators: each block's eight
+// lanes (positions 4l .. 4l + 3, l < 4 from the first half) times its
+// d_x * d_w broadcast from dd (lanes k, k + 1 of an iq4nl_scales8 vector).
+static TGTI void iq4nl_pair_acc(const pt_blk_iq4_nl *x, const block_q8_0 *y, __m256i tab, __m256 dd, int k,
+                                __m256 *acc1, __m256 *acc2)
 {
     const iq4_pair p = iq4nl_pair(x, y, tab);
     const __m256i ones = _mm256_set1_epi16(1);
-    return _mm256_add_epi32(dot_signed(p.L, p.qL, ones), dot_signed(p.H, p.qH, ones));
+    const __m256i sL = dot_signed(p.L, p.qL, ones), sH = dot_signed(p.H, p.qH, ones);
+    const __m256 d0 = _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(k));
+    const __m256 d1 = _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(k + 1));
+    *acc1 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(_mm256_permute2x128_si256(sL, sH, 0x20)), *acc1);
+    *acc2 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(_mm256_permute2x128_si256(sL, sH, 0x31)), *acc2);
+}
+
+// d_x * d_w of blocks b, b + 1 as lanes 0 and 1.
+static TGTI __m256 iq4nl_scales2(const pt_blk_iq4_nl *x, const block_q8_0 *y)
+{
+    const __m128 w = _mm_cvtph_ps(_mm_cvtsi32_si128((int)(pt_iq_u16(x[0].d) | (uint32_t)pt_iq_u16(x[1].d) << 16)));
+    const __m128 a = _mm_cvtph_ps(_mm_cvtsi32_si128((int)(y[0].d | (uint32_t)y[1].d << 16)));
+    return _mm256_castps128_ps256(_mm_mul_ps(w, a));
+}
+
+// ggml's pairs and scalar tail (the contract above pt_vdot_iq4_nl_scalar).
+static TGTI float iq4nl_tail(const pt_blk_iq4_nl *x, const block_q8_0 *y, int64_t b, int64_t nb, __m256i tab,
+                             __m256 acc1, __m256 acc2)
+{
+    for (; b + 1 < nb; b += 2)
+        iq4nl_pair_acc(x + b, y + b, tab, iq4nl_scales2(x + b, y + b), 0, &acc1, &acc2);
+    float s = hsum8(_mm256_add_ps(acc1, acc2));
+    if (b < nb) {
+        const int32_t t = hsum_i32(dot_signed(iq4_levels(x[b].qs), _mm256_loadu_si256((const __m256i *)y[b].qs),
+                                              _mm256_set1_epi16(1)));
+        s += _cvtsh_ss(y[b].d) * h2f(x[b].d) * (float)t;
+    }
+    return s;
 }
 
 TGT float pt_vdot_iq4_nl_avx2(const void *w, const void *xq, int64_t n)
@@ -204,20 +252,14 @@ TGT float pt_vdot_iq4_nl_avx2(const void *w, const void *xq, int64_t n)
     const block_q8_0 *y = xq;
     const int64_t nb = n / QK, nb8 = nb / 8 * 8;
     const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl));
-    __m256 vacc = _mm256_setzero_ps();
+    __m256 acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb8; b += 8) {
-        const __m256i s = fold_pairs(iq4nl_pair_dot_avx2(x + b, y + b, tab), iq4nl_pair_dot_avx2(x + b + 2, y + b + 2, tab),
-                                     iq4nl_pair_dot_avx2(x + b + 4, y + b + 4, tab), iq4nl_pair_dot_avx2(x + b + 6, y + b + 6, tab));
-        vacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), iq4nl_scales8(x + b, y + b), vacc);
+        const __m256 dd = iq4nl_scales8(x + b, y + b);
+#pragma GCC unroll 4
+        for (int k = 0; k < 8; k += 2)
+            iq4nl_pair_acc(x + b + k, y + b + k, tab, dd, k, &acc1, &acc2);
     }
-    float acc[8];
-    _mm256_storeu_ps(acc, vacc);
-    for (int64_t b = nb8; b < nb; b++) {
-        const int32_t s = hsum_i32(dot_signed(iq4_levels(x[b].qs), _mm256_loadu_si256((const __m256i *)y[b].qs),
-                                              _mm256_set1_epi16(1)));
-        acc[b % 8] = fmaf((float)s, h2f(x[b].d) * _cvtsh_ss(y[b].d), acc[b % 8]);
-    }
-    return pt_reduce8(acc);
+    return iq4nl_tail(x, y, nb8, nb, tab, acc1, acc2);
 }
 
 // ---- IQ2 ---------------------------------------------------------------------
@@ -227,7 +269,7 @@ TGT float pt_vdot_iq2_xxs_avx2(const void *w, const void *xq, int64_t n)
     assert(n % QK_K == 0);
     const pt_blk_iq2_xxs *x = w;
     const block_q8_K *y = xq;
-    float acc = 0.0f;
+    __m256 vacc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sum = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -240,10 +282,9 @@ TGT float pt_vdot_iq2_xxs_avx2(const void *w, const void *xq, int64_t n)
             const __m256i sc = _mm256_set1_epi16((int16_t)(2 * (aux >> 28) + 1));
             sum = _mm256_add_epi32(sum, mul_scaled(g, _mm256_sign_epi8(q8, signs_from_ksigns(aux)), sc));
         }
-        const float ds = 0.125f * h2f(x[i].d) * y[i].d;
-        acc = fmaf(ds, (float)hsum_i32(sum), acc);
+        vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), vacc);
     }
-    return acc;
+    return 0.125f * hsum8(vacc);
 }
 
 // The 16 half scales 2 * s + 1 of an IQ2_XS / IQ2_S super-block (4-bit
@@ -286,7 +327,7 @@ TGT float pt_vdot_iq2_xs_avx2(const void *w, const void *xq, int64_t n)
     const __m256i sel23 = _mm256_add_epi8(sel01, _mm256_set1_epi8(8));
     const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201ull);
     const __m256i ones8 = _mm256_set1_epi8(1);
-    float acc = 0.0f;
+    __m256 vacc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i A, B;
         iq2_half_scales(x[i].scales, &A, &B);
@@ -310,10 +351,9 @@ TGT float pt_vdot_iq2_xs_avx2(const void *w, const void *xq, int64_t n)
                 sum = _mm256_add_epi32(sum, mul_scaled(g, _mm256_sign_epi8(q8, sg), iq2_block_scales(A, B, ib)));
             }
         }
-        const float ds = 0.125f * h2f(x[i].d) * y[i].d;
-        acc = fmaf(ds, (float)hsum_i32(sum), acc);
+        vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), vacc);
     }
-    return acc;
+    return 0.125f * hsum8(vacc);
 }
 
 // IQ2_S: 10-bit indices (8 from qs, 2 from qh) built for four blocks at a
@@ -325,7 +365,7 @@ TGT float pt_vdot_iq2_s_avx2(const void *w, const void *xq, int64_t n)
     const block_q8_K *y = xq;
     const __m128i rep4 = _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     const __m256i shl = _mm256_setr_epi16(256, 64, 16, 4, 256, 64, 16, 4, 256, 64, 16, 4, 256, 64, 16, 4);
-    float acc = 0.0f;
+    __m256 vacc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i A, B;
         iq2_half_scales(x[i].scales, &A, &B);
@@ -347,10 +387,9 @@ TGT float pt_vdot_iq2_s_avx2(const void *w, const void *xq, int64_t n)
                 sum = _mm256_add_epi32(sum, mul_scaled(g, _mm256_sign_epi8(q8, s), iq2_block_scales(A, B, ib)));
             }
         }
-        const float ds = 0.125f * h2f(x[i].d) * y[i].d;
-        acc = fmaf(ds, (float)hsum_i32(sum), acc);
+        vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), vacc);
     }
-    return acc;
+    return 0.125f * hsum8(vacc);
 }
 
 // ---- IQ3 ---------------------------------------------------------------------
@@ -360,7 +399,7 @@ TGT float pt_vdot_iq3_xxs_avx2(const void *w, const void *xq, int64_t n)
     assert(n % QK_K == 0);
     const pt_blk_iq3_xxs *x = w;
     const block_q8_K *y = xq;
-    float acc = 0.0f;
+    __m256 vacc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sum = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -375,10 +414,9 @@ TGT float pt_vdot_iq3_xxs_avx2(const void *w, const void *xq, int64_t n)
             const __m256i sc = _mm256_set1_epi16((int16_t)(2 * (aux >> 28) + 1));
             sum = _mm256_add_epi32(sum, mul_scaled(g, _mm256_sign_epi8(q8, signs_from_ksigns(aux)), sc));
         }
-        const float ds = 0.25f * h2f(x[i].d) * y[i].d;
-        acc = fmaf(ds, (float)hsum_i32(sum), acc);
+        vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), vacc);
     }
-    return acc;
+    return 0.25f * hsum8(vacc);
 }
 
 // 4-value IQ3_S grid entries of one 32-block (8 indices: 8 low bits from
@@ -401,7 +439,7 @@ TGT float pt_vdot_iq3_s_avx2(const void *w, const void *xq, int64_t n)
     assert(n % QK_K == 0);
     const pt_blk_iq3_s *x = w;
     const block_q8_K *y = xq;
-    float acc = 0.0f;
+    __m256 vacc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sum = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -412,31 +450,32 @@ TGT float pt_vdot_iq3_s_avx2(const void *w, const void *xq, int64_t n)
             const int sc = ib % 2 ? x[i].scales[ib / 2] >> 4 : x[i].scales[ib / 2] & 0xf;
             sum = _mm256_add_epi32(sum, mul_scaled(g, _mm256_sign_epi8(q8, s), _mm256_set1_epi16((int16_t)(2 * sc + 1))));
         }
-        const float ds = h2f(x[i].d) * y[i].d;
-        acc = fmaf(ds, (float)hsum_i32(sum), acc);
+        vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), vacc);
     }
-    return acc;
+    return hsum8(vacc);
 }
 
 // ---- IQ1 ---------------------------------------------------------------------
 
-// IQ1_S, as IQ1_M below: one int8 weight c = 8 * g + e per value (e = +-1
-// for the whole 32-block), sum_ib ls_ib * sum_j c_j * q8_j = the scalar
-// isum sum_ib ls_ib * (8 * s_ib + e_ib * b_ib).
+// IQ1_S: the grid values g in {-1, 0, 1} in ggml's lanes; the delta term
+// sum_ib e_ib ls_ib (bsum_2ib + bsum_2ib+1) as one madd of the Q8_K block
+// sums with e_ib ls_ib (each word twice) and an integer hsum.
 TGT float pt_vdot_iq1_s_avx2(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK_K == 0);
     const pt_blk_iq1_s *x = w;
     const block_q8_K *y = xq;
-    const __m256i eight = _mm256_set1_epi8(8);
-    float acc = 0.0f;
+    __m256 vacc = _mm256_setzero_ps();
+    float accum1 = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        // per 32-block, from its qh word: scale 2 s + 1 (int16 word ib) and
-        // delta sign +-1 (low byte of word ib), in both 128-bit lanes
+        // per 32-block, from its qh word: scale 2 s + 1 (int16 word ib, in
+        // both 128-bit lanes), and the same times its delta sign +-1
         const __m128i qhv = _mm_loadu_si128((const __m128i *)x[i].qh);
         const __m256i ls = _mm256_broadcastsi128_si256(
             _mm_add_epi16(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qhv, 12), _mm_set1_epi16(7)), 1), _mm_set1_epi16(1)));
-        const __m256i es = _mm256_broadcastsi128_si256(_mm_or_si128(_mm_srai_epi16(qhv, 15), _mm_set1_epi16(1)));
+        const __m128i els = _mm_sign_epi16(_mm256_castsi256_si128(ls), _mm_or_si128(_mm_srai_epi16(qhv, 15), _mm_set1_epi16(1)));
+        const __m256i eld = _mm256_set_m128i(_mm_unpackhi_epi16(els, els), _mm_unpacklo_epi16(els, els));
+        const int32_t sumi1 = hsum_i32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), eld));
         __m256i sum = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int ib = 0; ib < 8; ib++) {
@@ -446,29 +485,26 @@ TGT float pt_vdot_iq1_s_avx2(const void *w, const void *xq, int64_t n)
                                                 (int64_t)pt_iq1s_grid[q[2] | ((qh << 2) & 0x700)],
                                                 (int64_t)pt_iq1s_grid[q[1] | ((qh << 5) & 0x700)],
                                                 (int64_t)pt_iq1s_grid[q[0] | ((qh << 8) & 0x700)]);
-            const __m256i e = _mm256_shuffle_epi8(es, _mm256_set1_epi8((char)(2 * ib)));
-            const __m256i c = _mm256_add_epi8(_mm256_sign_epi8(eight, g), e);
             const __m256i sc = _mm256_shuffle_epi8(ls, _mm256_set1_epi16((int16_t)((2 * ib + 1) << 8 | 2 * ib)));
             const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
-            sum = _mm256_add_epi32(sum, mul_scaled(_mm256_sign_epi8(c, c), _mm256_sign_epi8(q8, c), sc));
+            sum = _mm256_add_epi32(sum, dot_signed(g, q8, sc));
         }
-        const float ds = 0.125f * h2f(x[i].d) * y[i].d;
-        acc = fmaf(ds, (float)hsum_i32(sum), acc);
+        const float d = y[i].d * h2f(x[i].d);
+        vacc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum), vacc);
+        accum1 = fmaf(d, (float)sumi1, accum1);
     }
-    return acc;
+    return hsum8(vacc) + 0.125f * accum1;
 }
 
-// IQ1_M: the grid value and the delta of each weight meet in one int8
-// c = 8 * g + e (g in {-1, 0, 1}, e = +-1, so |c| <= 9), and
-// sum_h ls_h * sum_j c_j * q8_j is exactly the scalar isum
-// sum_h ls_h * (8 * s_h + t_h).
+// IQ1_M: the grid values g in {-1, 0, 1} and, separately, the delta
+// signs e = +-1 of each 8-group, each in ggml's lanes with the same scales.
 TGT float pt_vdot_iq1_m_avx2(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK_K == 0);
     const pt_blk_iq1_m *x = w;
     const block_q8_K *y = xq;
-    const __m256i eight = _mm256_set1_epi8(8);
-    float acc = 0.0f;
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    __m256 vacc = _mm256_setzero_ps(), vacc2 = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         // the 16 3-bit scales as 2 * s + 1, int16: qword k of the vector holds
         // the 4 scale words shifted by 0, 6, 3, 9 bits, so the low 128-bit lane
@@ -486,7 +522,7 @@ TGT float pt_vdot_iq1_m_avx2(const void *w, const void *xq, int64_t n)
         const __m128i n7 = _mm_cmpeq_epi8(_mm_and_si128(qhv, _mm_set1_epi8(-128)), _mm_set1_epi8(-128));
         const __m256i E0 = _mm256_broadcastsi128_si256(_mm_or_si128(_mm_unpacklo_epi8(n3, n7), _mm_set1_epi8(1)));
         const __m256i E1 = _mm256_broadcastsi128_si256(_mm_or_si128(_mm_unpackhi_epi8(n3, n7), _mm_set1_epi8(1)));
-        __m256i sum = _mm256_setzero_si256();
+        __m256i sum = _mm256_setzero_si256(), sum2 = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *q = x[i].qs + 4 * ib;
@@ -499,37 +535,34 @@ TGT float pt_vdot_iq1_m_avx2(const void *w, const void *xq, int64_t n)
                                                 (int64_t)pt_iq1s_grid[q[1] | ((h0 << 4) & 0x700)],
                                                 (int64_t)pt_iq1s_grid[q[0] | ((h0 << 8) & 0x700)]);
             const __m256i e = _mm256_shuffle_epi8(ib < 4 ? E0 : E1, esel);
-            const __m256i c = _mm256_add_epi8(_mm256_sign_epi8(eight, g), e);
             const int k = ib % 2 ? 4 + ib / 2 : ib / 2; // word of block ib in each lane of ls
             const __m256i sc = _mm256_shuffle_epi8(ls, _mm256_set1_epi16((int16_t)((2 * k + 1) << 8 | 2 * k)));
             const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
-            sum = _mm256_add_epi32(sum, mul_scaled(_mm256_sign_epi8(c, c), _mm256_sign_epi8(q8, c), sc));
+            sum = _mm256_add_epi32(sum, dot_signed(g, q8, sc));
+            sum2 = _mm256_add_epi32(sum2, mul_scaled(ones8, _mm256_sign_epi8(q8, e), sc));
         }
-        const float ds = 0.125f * _cvtsh_ss(pt_iq1m_scale(&x[i])) * y[i].d;
-        acc = fmaf(ds, (float)hsum_i32(sum), acc);
+        const __m256 d = _mm256_set1_ps(y[i].d * _cvtsh_ss(pt_iq1m_scale(&x[i])));
+        vacc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), vacc);
+        vacc2 = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum2), vacc2);
     }
-    return acc;
+    return hsum8(vacc) + 0.125f * hsum8(vacc2);
+}
+
+// A 512-bit register of two 32-value halves (values 64k .. 64k + 63) ->
+// ggml's eight lanes: lane l = positions 4l .. 4l + 3 of either half.
+static inline __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline))
+__m256i fold512(__m512i v)
+{
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
 }
 
 // ---- AVX-512 VNNI: the 32-block types, where dpbusd replaces maddubs + madd
 
-static inline __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline))
-__m256i iq4_dot_vnni(const uint8_t *qs, const int8_t *q8)
-{
-    const __m128i tab = _mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl);
-    const __m128i m4 = _mm_set1_epi8(0x0f);
-    const __m128i b = _mm_loadu_si128((const __m128i *)qs);
-    const __m256i wl = _mm256_set_m128i(_mm_shuffle_epi8(tab, _mm_and_si128(_mm_srli_epi16(b, 4), m4)),
-                                        _mm_shuffle_epi8(tab, _mm_and_si128(b, m4)));
-    const __m256i q = _mm256_loadu_si256((const __m256i *)q8);
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(wl, wl), _mm256_sign_epi8(q, wl));
-}
-
 // IQ4_NL blocks b .. b + 3 with 512-bit registers (the levels biased to
-// unsigned as in pt_vdot_iq4_xs_avx512 below): int32 lanes 4k .. 4k + 3 hold
-// partial sums of block b + k.
+// unsigned as in pt_vdot_iq4_xs_avx512 below), as ggml's lanes: *A = blocks
+// b, b + 1 (eight lanes each, positions 4l .. 4l + 3), *B = blocks b + 2, b + 3.
 static inline __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline))
-__m512i iq4nl_quad_vnni(const pt_blk_iq4_nl *x, const block_q8_0 *y, __m512i tab)
+void iq4nl_quad_vnni(const pt_blk_iq4_nl *x, const block_q8_0 *y, __m512i tab, __m512i *A, __m512i *B)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f), bias = _mm512_set1_epi8(-128);
     __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)x[0].qs));
@@ -543,11 +576,16 @@ __m512i iq4nl_quad_vnni(const pt_blk_iq4_nl *x, const block_q8_0 *y, __m512i tab
     const __m512i qL = _mm512_shuffle_i64x2(a, b, 0x88), qH = _mm512_shuffle_i64x2(a, b, 0xdd);
     const __m512i L = _mm512_shuffle_epi8(tab, _mm512_and_si512(q, m4));
     const __m512i H = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
-    const __m512i t = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), L, qL), H, qH);
-    const __m512i c = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, qL), bias, qH);
-    return _mm512_sub_epi32(t, c);
+    const __m512i z = _mm512_setzero_si512();
+    // 128-bit lane k of tL / tH: block b + k, its first / second half
+    const __m512i tL = _mm512_sub_epi32(_mm512_dpbusd_epi32(z, L, qL), _mm512_dpbusd_epi32(z, bias, qL));
+    const __m512i tH = _mm512_sub_epi32(_mm512_dpbusd_epi32(z, H, qH), _mm512_dpbusd_epi32(z, bias, qH));
+    *A = _mm512_permutex2var_epi64(tL, _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), tH);
+    *B = _mm512_permutex2var_epi64(tL, _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15), tH);
 }
 
+// The even / odd accumulators of ggml's pairs side by side in one 512-bit
+// register (low half: even blocks).
 TGT512 float pt_vdot_iq4_nl_avx512(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK == 0);
@@ -556,20 +594,23 @@ TGT512 float pt_vdot_iq4_nl_avx512(const void *w, const void *xq, int64_t n)
     const int64_t nb = n / QK, nb8 = nb / 8 * 8;
     const __m512i tab = _mm512_broadcast_i32x4(
         _mm_add_epi8(_mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl), _mm_set1_epi8(-128)));
-    __m256 vacc = _mm256_setzero_ps();
+    const __m512i spread[4] = {_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                               _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
+                               _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5),
+                               _mm512_setr_epi32(6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7)};
+    __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb8; b += 8) {
-        const __m512i g0 = iq4nl_quad_vnni(x + b, y + b, tab), g1 = iq4nl_quad_vnni(x + b + 4, y + b + 4, tab);
-        const __m256i s = fold_pairs(_mm512_castsi512_si256(g0), _mm512_extracti64x4_epi64(g0, 1),
-                                     _mm512_castsi512_si256(g1), _mm512_extracti64x4_epi64(g1, 1));
-        vacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), iq4nl_scales8(x + b, y + b), vacc);
+        const __m512 dd = _mm512_castps256_ps512(iq4nl_scales8(x + b, y + b));
+        __m512i A, B;
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            iq4nl_quad_vnni(x + b + 4 * h, y + b + 4 * h, tab, &A, &B);
+            acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread[2 * h], dd), _mm512_cvtepi32_ps(A), acc);
+            acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread[2 * h + 1], dd), _mm512_cvtepi32_ps(B), acc);
+        }
     }
-    float acc[8];
-    _mm256_storeu_ps(acc, vacc);
-    for (int64_t b = nb8; b < nb; b++) {
-        const int32_t s = hsum_i32(iq4_dot_vnni(x[b].qs, y[b].qs));
-        acc[b % 8] = fmaf((float)s, h2f(x[b].d) * _cvtsh_ss(y[b].d), acc[b % 8]);
-    }
-    return pt_reduce8(acc);
+    const __m256i tab2 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl));
+    return iq4nl_tail(x, y, nb8, nb, tab2, _mm512_castps512_ps256(acc), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
 }
 
 // IQ4_XS with 512-bit registers, four 32-blocks per step. AVX-512 has no
@@ -587,10 +628,10 @@ TGT512 float pt_vdot_iq4_xs_avx512(const void *w, const void *xq, int64_t n)
     // lane j of block group h -> scale of block 4h + j / 4
     const __m512i spread0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     const __m512i spread1 = _mm512_add_epi32(spread0, _mm512_set1_epi32(4));
-    float acc = 0.0f;
+    __m256 vacc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const __m512i ls = _mm512_castsi256_si512(iq4xs_scales32(&x[i]));
-        __m512i sum = _mm512_setzero_si512();
+        __m512i sumL = _mm512_setzero_si512(), sumH = _mm512_setzero_si512();
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             const __m512i q = _mm512_loadu_si512((const void *)(x[i].qs + 64 * h));
@@ -599,15 +640,19 @@ TGT512 float pt_vdot_iq4_xs_avx512(const void *w, const void *xq, int64_t n)
             const __m512i a = _mm512_loadu_si512((const void *)(y[i].qs + 128 * h));
             const __m512i b = _mm512_loadu_si512((const void *)(y[i].qs + 128 * h + 64));
             const __m512i qL = _mm512_shuffle_i64x2(a, b, 0x88), qH = _mm512_shuffle_i64x2(a, b, 0xdd);
-            const __m512i t = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), L, qL), H, qH);
-            const __m512i c = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, qL), bias, qH);
+            const __m512i z = _mm512_setzero_si512();
+            const __m512i tL = _mm512_sub_epi32(_mm512_dpbusd_epi32(z, L, qL), _mm512_dpbusd_epi32(z, bias, qL));
+            const __m512i tH = _mm512_sub_epi32(_mm512_dpbusd_epi32(z, H, qH), _mm512_dpbusd_epi32(z, bias, qH));
             const __m512i sc = _mm512_permutexvar_epi32(h ? spread1 : spread0, ls);
-            sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(_mm512_sub_epi32(t, c), sc));
+            sumL = _mm512_add_epi32(sumL, _mm512_mullo_epi32(tL, sc));
+            sumH = _mm512_add_epi32(sumH, _mm512_mullo_epi32(tH, sc));
         }
-        const float ds = h2f(x[i].d) * y[i].d;
-        acc = fmaf(ds, (float)_mm512_reduce_add_epi32(sum), acc);
+        // 128-bit lane k: block 4h + k's first (sumL) / second (sumH) half
+        const __m256i fL = fold512(sumL), fH = fold512(sumH);
+        const __m256i sum = halves_to_lanes(fL, fH);
+        vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), vacc);
     }
-    return acc;
+    return hsum8(vacc);
 }
 
 // ---- AVX-512: IQ2_XXS with 512-bit registers and mask negation ------------
@@ -634,7 +679,7 @@ TGT512B float pt_vdot_iq2_xxs_avx512(const void *w, const void *xq, int64_t n)
     assert(n % QK_K == 0);
     const pt_blk_iq2_xxs *x = w;
     const block_q8_K *y = xq;
-    float acc = 0.0f;
+    __m256 vacc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const __m512i raw = _mm512_loadu_si512((const void *)x[i].qs);
         const __m512i ls = _mm512_add_epi64(_mm512_slli_epi64(_mm512_srli_epi64(raw, 60), 1), _mm512_set1_epi64(1));
@@ -653,10 +698,9 @@ TGT512B float pt_vdot_iq2_xxs_avx512(const void *w, const void *xq, int64_t n)
             const __m512i sc = _mm512_permutexvar_epi16(pick, ls);
             sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(g, q8s), sc));
         }
-        const float ds = 0.125f * h2f(x[i].d) * y[i].d;
-        acc = fmaf(ds, (float)_mm512_reduce_add_epi32(sum), acc);
+        vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(fold512(sum)), vacc);
     }
-    return acc;
+    return 0.125f * hsum8(vacc);
 }
 
 // The 16 half scales 2 s + 1 of an IQ2_XS / IQ2_S super-block as words
@@ -685,7 +729,7 @@ TGT512B float pt_vdot_iq2_xs_avx512(const void *w, const void *xq, int64_t n)
     assert(n % QK_K == 0);
     const pt_blk_iq2_xs *x = w;
     const block_q8_K *y = xq;
-    float acc = 0.0f;
+    __m256 vacc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const __m512i hs = iq2_half_scales512(x[i].scales);
         __m512i sum = _mm512_setzero_si512();
@@ -706,10 +750,9 @@ TGT512B float pt_vdot_iq2_xs_avx512(const void *w, const void *xq, int64_t n)
             const __m512i q8s = _mm512_mask_sub_epi8(q8, neg, _mm512_setzero_si512(), q8);
             sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(g, q8s), iq2_pair_scales512(hs, ib)));
         }
-        const float ds = 0.125f * h2f(x[i].d) * y[i].d;
-        acc = fmaf(ds, (float)_mm512_reduce_add_epi32(sum), acc);
+        vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(fold512(sum)), vacc);
     }
-    return acc;
+    return 0.125f * hsum8(vacc);
 }
 
 // IQ2_S: its sign bytes are the negation mask as they are stored.
@@ -718,7 +761,7 @@ TGT512B float pt_vdot_iq2_s_avx512(const void *w, const void *xq, int64_t n)
     assert(n % QK_K == 0);
     const pt_blk_iq2_s *x = w;
     const block_q8_K *y = xq;
-    float acc = 0.0f;
+    __m256 vacc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const __m512i hs = iq2_half_scales512(x[i].scales);
         __m512i sum = _mm512_setzero_si512();
@@ -737,10 +780,9 @@ TGT512B float pt_vdot_iq2_s_avx512(const void *w, const void *xq, int64_t n)
             const __m512i q8s = _mm512_mask_sub_epi8(q8, (__mmask64)m, _mm512_setzero_si512(), q8);
             sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(g, q8s), iq2_pair_scales512(hs, ib)));
         }
-        const float ds = 0.125f * h2f(x[i].d) * y[i].d;
-        acc = fmaf(ds, (float)_mm512_reduce_add_epi32(sum), acc);
+        vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(fold512(sum)), vacc);
     }
-    return acc;
+    return 0.125f * hsum8(vacc);
 }
 
 #endif

@@ -15,16 +15,18 @@
 //      Q4_0/Q5_0/Q8_0/IQ4_NL:  acc[b%8] = fmaf((float)s_b, d_w*d_x, acc[b%8])
 //      Q4_1/Q5_1:              acc[b%8] = fmaf((float)s_b, d_w*d_x, acc[b%8]);
 //                              acc[b%8] = fmaf(m_w, s_x, acc[b%8])
-//    (Q4_1, Q5_0, Q5_1 instead follow ggml's AVX2 lanes and equal llama.cpp's
-//    x86 dot products bit for bit; their contract is in qt_legacy.c)
+//    (Q4_1, Q5_0, Q5_1 and IQ4_NL instead follow ggml's AVX2 lanes and equal
+//    llama.cpp's x86 dot products bit for bit; their contracts are in
+//    qt_legacy.c and qt_iq.c)
 //  * 256-value super-blocks (the K and IQ types but IQ4_NL): activations
 //    quantised to Q8_K (ggml's quantize_row_q8_K_ref); each super-block's
 //    integer sums are exact int32, combined with the block's float scales
-//    in the type's own fixed sequence of f32 operations into ONE running
-//    accumulator (starting at +0), super-block after super-block (the
-//    K-quants: into ggml's eight AVX2 lane accumulators instead, so that
-//    they equal llama.cpp's x86 dot products bit for bit; qt_k.c). The
-//    sequence of each type is written above its scalar function.
+//    in the type's own fixed sequence of f32 operations into ggml's eight
+//    AVX2 lane accumulators (starting at +0), super-block after
+//    super-block, so that they equal llama.cpp's x86 dot products bit for
+//    bit (the K-quants: qt_k.c; the i-quants: qt_iq.c, with the IQ1 delta
+//    terms in ggml's own extra accumulators). The sequence of each type is
+//    written above its scalar functions.
 #ifndef PETREL_KERNELS_QTYPES_H
 #define PETREL_KERNELS_QTYPES_H
 

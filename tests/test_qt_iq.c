@@ -384,7 +384,8 @@ Test(iq_vdot, fixture_rows_against_ggml_floats)
 // a supported type, and vdot of a real activation row stays within the
 // bound of the float dot of the dequantised weights with the original f32
 // activations (the bound adds the activation rounding: half a quantisation
-// step per value). The result does not depend on the bsums of Q8_K.
+// step per value). The result does not depend on the bsums of Q8_K (but
+// for IQ1_S, whose delta term ggml takes from them).
 Test(iq_vdot, with_engine_activation_quantisers)
 {
     for (size_t k = 0; k < N_IQ_TYPES; k++) {
@@ -419,7 +420,7 @@ Test(iq_vdot, with_engine_activation_quantisers)
             for (int p = 1; p < PT_QPATH_N; p++)
                 if (q->vdot[p] && path_available(p))
                     cr_assert_eq(fbits(q->vdot[p](w, xq, n)), fbits(s), "%s path %d", q->name, p);
-            if (q->act == PT_Q8_K) {
+            if (q->act == PT_Q8_K && t != PT_IQ1_S) { // IQ1_S reads the bsums, as ggml does
                 block_q8_K *y = xq;
                 for (int64_t b = 0; b < n / QK_K; b++)
                     memset(y[b].bsums, 0x5a, sizeof y[b].bsums);
@@ -430,4 +431,68 @@ Test(iq_vdot, with_engine_activation_quantisers)
         }
         free(w); free(xq); free(wf); free(x);
     }
+}
+
+// ---- llama.cpp's own x86 results ---------------------------------------------
+
+// tests/fixtures/llamacpp_vdot_iq (gen_vdot_iq.c there): rows of every
+// i-quant with activations, llama.cpp's x86 quantisation of the activations
+// and its ggml_vec_dot result. Petrel's activation quantiser gives the same
+// bytes and every path's vdot the same float, bit for bit.
+Test(iq_vdot, llamacpp_x86_bit_identical)
+{
+    char *js = tu_fixture("llamacpp_vdot_iq/cases.json"), *bn = tu_fixture("llamacpp_vdot_iq/cases.bin");
+    json_object *root = json_object_from_file(js), *cases, *v;
+    size_t blen = 0;
+    uint8_t *bin = tu_read(bn, &blen);
+    cr_assert(root && bin, "fixture %s", js);
+    cr_assert(json_object_object_get_ex(root, "cases", &cases));
+    int checked = 0, per_type[40] = {0};
+    for (size_t k = 0; k < json_object_array_length(cases); k++) {
+        json_object *c = json_object_array_get_idx(cases, k);
+        cr_assert(json_object_object_get_ex(c, "type", &v));
+        const int type = pt_dtype_from_name(json_object_get_string(v));
+        const pt_qtraits *q = pt_qtraits_of((uint32_t)type);
+        cr_assert(q && is_iq((uint32_t)type));
+        cr_assert(json_object_object_get_ex(c, "n", &v));
+        const int64_t n = json_object_get_int64(v);
+        int64_t off[3], len[3];
+        const char *keys[3] = {"w", "x_f32", "xq"};
+        for (int i = 0; i < 3; i++) {
+            cr_assert(json_object_object_get_ex(c, keys[i], &v));
+            off[i] = json_object_get_int64(json_object_array_get_idx(v, 0));
+            len[i] = json_object_get_int64(json_object_array_get_idx(v, 1));
+            cr_assert_leq((size_t)(off[i] + len[i]), blen);
+        }
+        cr_assert(json_object_object_get_ex(c, "dot_bits", &v));
+        const uint32_t want = (uint32_t)json_object_get_int64(v);
+        cr_assert_eq((size_t)len[0], (size_t)(n / q->blck * q->bytes));
+        cr_assert_eq((size_t)len[2], pt_act_row_bytes(q->act, n));
+        float *x = malloc((size_t)len[1]);
+        memcpy(x, bin + off[1], (size_t)len[1]);
+        uint8_t *xq = malloc((size_t)len[2]);
+        pt_actq_of(q->act)(x, xq, n);
+        cr_assert(memcmp(xq, bin + off[2], (size_t)len[2]) == 0,
+                  "case %zu (%s n=%lld): activation bytes differ from llama.cpp's", k, q->name, (long long)n);
+        for (int p = 0; p < PT_QPATH_N; p++) {
+            if (!path_available(p) || !q->vdot[p])
+                continue;
+            const float got = q->vdot[p](bin + off[0], xq, n);
+            float wf;
+            memcpy(&wf, &want, 4);
+            cr_expect_eq(fbits(got), want, "case %zu (%s n=%lld) path %d: %.9g, llama.cpp %.9g", k, q->name,
+                         (long long)n, p, got, wf);
+        }
+        free(x);
+        free(xq);
+        per_type[type]++;
+        checked++;
+    }
+    for (size_t k = 0; k < N_IQ_TYPES; k++)
+        cr_assert_geq(per_type[IQ_TYPES[k]], 12, "%u: too few cases", IQ_TYPES[k]);
+    cr_log_info("%d llama.cpp cases bit-identical", checked);
+    json_object_put(root);
+    free(bin);
+    free(js);
+    free(bn);
 }
