@@ -858,3 +858,27 @@ Test(glm5, synth_preset_glm5)
     tu_rmrf(dir);
     free(dir);
 }
+
+// indexer_types errors name the key: a value other than full / shared, the
+// wrong length, a first layer that is shared.
+Test(glm5, indexer_types_errors)
+{
+    const char *bad[][2] = {
+        {"[\"full\", \"bogus\", \"full\", \"full\"]", "indexer_types[1]"},
+        {"[\"full\", \"shared\"]", "indexer_types"},
+        {"[\"shared\", \"full\", \"full\", \"full\"]", "layer 0 is 'shared'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *dir = tu_tmpdir("glm5-types"), *out = NULL;
+        int rc = tu_sh(&out,
+                       "cd '%s' && sed 's/\"index_topk\": 8,/\"index_topk\": 8, \"indexer_types\": %s,/' "
+                       "'%s/tests/fixtures/tiny-glm5/config.json' > config.json && '%s' convert --plan config.json 2>&1",
+                       dir, bad[i][0], PETREL_SOURCE_DIR, PETREL_BIN);
+        cr_expect_neq(rc, 0, "accepted indexer_types %s: %s", bad[i][0], out);
+        cr_expect(out && strstr(out, bad[i][1]), "indexer_types %s: message lacks '%s': %s", bad[i][0], bad[i][1],
+                  out);
+        free(out);
+        tu_rmrf(dir);
+        free(dir);
+    }
+}
