@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages Petrel needs, only those that are missing.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config liburing-dev libzstd-dev libjson-c-dev libpcre2-dev
-      libutf8proc-dev libmicrohttpd-dev libcriterion-dev fio curl)
+      libutf8proc-dev libmicrohttpd-dev libcriterion-dev fio curl
+      haproxy) # haproxy: deploy/haproxy.cfg and tests/test_replicas.c
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -37,7 +37,7 @@ srv_engine *srv_engine_open(const char *model, const petrel_model_params *mp, co
             e->eos[e->n_eos++] = t;
     }
     if (kv_dir || kv_ram) {
-        e->kv = srv_kv_new(kv_dir, kv_ram, 64, err, errlen);
+        e->kv = srv_kv_new(kv_dir, kv_ram, 64, e->c, err, errlen);
         if (!e->kv)
             goto fail;
     }
@@ -137,8 +137,10 @@ static int restore_prefix(srv_engine *e, const petrel_token *ids, int n)
     petrel_context *c = e->c;
     int live = srv_lcp(petrel_kv_tokens(c), petrel_kv_len(c), ids, n);
     int kept = 0, bi = -1;
-    if (e->kv)
+    if (e->kv) {
+        srv_kv_refresh(e->kv); // states other replicas wrote to a shared --kv-dir
         bi = srv_kv_best(e->kv, ids, n, &kept);
+    }
     int use = live;
     if (bi >= 0 && kept > live) {
         char err[512];

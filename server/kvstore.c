@@ -4,6 +4,7 @@
 #include <assert.h>
 #include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,32 @@ static void remove_entry(srv_kvstore *s, int i)
     s->e[i] = s->e[--s->n];
 }
 
+// Remembers a file that is not to be indexed again (unreadable, or another
+// model's); the oldest name is forgotten beyond SRV_KV_SKIP.
+static void skip_add(srv_kvstore *s, const char *path)
+{
+    char *p = strdup(path);
+    if (!p)
+        return;
+    if (s->n_skip == SRV_KV_SKIP) {
+        free(s->skip[0]);
+        memmove(s->skip, s->skip + 1, sizeof *s->skip * (SRV_KV_SKIP - 1));
+        s->n_skip--;
+    }
+    s->skip[s->n_skip++] = p;
+}
+
+static bool known(const srv_kvstore *s, const char *path)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->e[i].path && !strcmp(s->e[i].path, path))
+            return true;
+    for (int i = 0; i < s->n_skip; i++)
+        if (!strcmp(s->skip[i], path))
+            return true;
+    return false;
+}
+
 static int push(srv_kvstore *s, srv_kv_entry *e)
 {
     if (s->n == s->cap) {
@@ -64,8 +91,10 @@ static int push(srv_kvstore *s, srv_kv_entry *e)
     return 0;
 }
 
-static void index_dir(srv_kvstore *s)
+void srv_kv_refresh(srv_kvstore *s)
 {
+    if (!s->dir)
+        return;
     DIR *d = opendir(s->dir);
     if (!d)
         return;
@@ -73,19 +102,25 @@ static void index_dir(srv_kvstore *s)
     while ((de = readdir(d))) {
         size_t l = strlen(de->d_name);
         if (l < 5 || strcmp(de->d_name + l - 4, ".pkv"))
-            continue;
+            continue; // also skips the writers' "*.pkv.tmp.PID" files
         char path[4096], err[256];
         snprintf(path, sizeof path, "%s/%s", s->dir, de->d_name);
+        if (known(s, path))
+            continue;
         size_t len;
         pt_err pe = {{0}};
         char *buf = pt_read_file(path, &len, &pe);
         if (!buf)
-            continue;
-        petrel_token *t;
-        int n = petrel_state_tokens(buf, len, &t, err, sizeof err);
+            continue; // removed by another replica meanwhile
+        // Another model's state (or another format version) in a shared
+        // directory is never indexed, so never loaded, superseded or evicted.
+        const bool ours = len >= SRV_KV_SIG && !memcmp(buf, s->sig, SRV_KV_SIG);
+        petrel_token *t = NULL;
+        int n = ours ? petrel_state_tokens(buf, len, &t, err, sizeof err) : -1;
         free(buf);
         if (n <= 0) {
             free(t);
+            skip_add(s, path);
             continue;
         }
         srv_kv_entry e = {.tokens = t, .n = n, .path = strdup(path), .last_use = ++s->clock};
@@ -97,11 +132,23 @@ static void index_dir(srv_kvstore *s)
     closedir(d);
 }
 
-srv_kvstore *srv_kv_new(const char *dir, uint64_t ram_budget, int max_entries, char *err, size_t errlen)
+srv_kvstore *srv_kv_new(const char *dir, uint64_t ram_budget, int max_entries, petrel_context *c, char *err,
+                        size_t errlen)
 {
+    assert(c);
     srv_kvstore *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
+    // The signature of this model's states: the head of what c writes now.
+    void *blob = NULL;
+    size_t blen = 0;
+    if (petrel_state_save_mem(c, &blob, &blen, err, errlen) < 0 || blen < SRV_KV_SIG) {
+        free(blob);
+        free(s);
+        return NULL;
+    }
+    memcpy(s->sig, blob, SRV_KV_SIG);
+    free(blob);
     s->ram_budget = ram_budget;
     s->max_entries = max_entries > 0 ? max_entries : 64;
     if (dir) {
@@ -111,7 +158,7 @@ srv_kvstore *srv_kv_new(const char *dir, uint64_t ram_budget, int max_entries, c
             return NULL;
         }
         s->dir = strdup(dir);
-        index_dir(s);
+        srv_kv_refresh(s);
     }
     return s;
 }
@@ -125,6 +172,8 @@ void srv_kv_free(srv_kvstore *s)
         free(s->e[i].path);
         free(s->e[i].tokens);
     }
+    for (int i = 0; i < s->n_skip; i++)
+        free(s->skip[i]);
     free(s->e);
     free(s->dir);
     free(s);
