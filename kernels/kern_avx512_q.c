@@ -1,34 +1,40 @@
 // kernels/kern_avx512_q.c — the AVX-512 path's Q4_0 / Q8_0 products on
-// 512-bit registers, and its activation quantiser (the "quad" Q4_0 layout
-// those products read). Bit-identical to kern_scalar.c (contract:
+// 512-bit registers, and its activation quantiser (the "quad" activation
+// layouts those products read). Bit-identical to kern_scalar.c (contract:
 // kern_internal.h): block b's exact int32 dot meets d_w[b] * d_x[b] in one
 // fmaf into accumulator lane b % 8, eight blocks per vector fma.
 //
 // Per group of 8 blocks the ymm body (kern_x86_body.h) spends most of its
 // instructions on glue: 128-bit loads and inserts, an hadd tree and seven
 // word blends for the scales. Here:
-// - weights come in as a few overlapping 64-byte loads of the group; one
-//   vpermt2b puts four blocks' quants in one zmm (Q4_0: the 16 nibble bytes
-//   of block k in 128-bit lane k; Q8_0: two blocks, one per 256-bit half),
-//   and one vpermt2w picks the eight fp16 scales out of the same loads;
-// - Q4_0 low / high nibbles meet the activation quants in the quad layout
-//   below with two vpdpbusd, so block k's dot ends up in the four int32 of
-//   lane k; Q8_0 weights are made unsigned by flipping the sign bit
-//   (w + 128) and 128 * sum(x quants) is subtracted afterwards (the
-//   quantiser's s8 is 8 * sum, so 16 * s8), which replaces the vpsignb pair;
+// - weights come in as a few overlapping loads of the group (no byte past
+//   it); one vpermt2b puts 16 quants of each of four blocks in one zmm,
+//   block k in 128-bit lane k (Q4_0: the 16 nibble bytes; Q8_0: 16 of the
+//   32 quants, the other 16 in a second zmm), and one vpermt2w picks the
+//   fp16 scales out of the same loads;
+// - the activation groups are stored so that the matching quants sit in
+//   the same places (layouts below): two vpdpbusd put block k's dot in the
+//   four int32 of lane k. Q4_0 uses the raw nibbles (0..15) and subtracts
+//   8 * sum(x quants); Q8_0 weights are made unsigned by flipping the sign
+//   bit (w + 128) and 128 * sum(x quants) (16 * the quantiser's s8) is
+//   subtracted afterwards, which replaces the vpsignb pair;
 // - eight blocks' lanes are reduced by two unpacks, one in-lane shuffle and
-//   one vpermd into a ymm whose lane j is block j's exact dot.
+//   one vpermd into a ymm whose lane j is block j's exact dot;
+// - GEMV takes two weight rows per pass over the activation (the loads
+//   are what limits this loop on Zen 4; KZ_ROWS2), GEMM one row against
+//   four vectors, each weight group loaded and unpacked once for the four.
 // Leftover blocks after the last full group use kern_x86_body.h's tails
 // (natural activation layout, scalar fmaf on the stored lanes).
 //
-// Q4_0 activation layout of this path (pt_kern.q4_paired on AVX-512; the
-// "quad" layout): in each full group of 8 blocks (256 bytes), blocks
-// 4h .. 4h+3 (h = 0, 1) take the 128 bytes at h * 128 as
-//   [x_{4h}[0..15] | x_{4h+1}[0..15] | x_{4h+2}[0..15] | x_{4h+3}[0..15] |
-//    x_{4h}[16..31] | ... | x_{4h+3}[16..31]]
-// so that the zmm of low nibbles of blocks 4h..4h+3 meets its activation in
-// one 64-byte load and the high nibbles in the next. Blocks after
-// the last full group keep the natural layout. Position: pt_act_pos_quad.
+// Activation layouts of this path (quant_act; the tails' leftover blocks
+// keep the natural layout). In each full group of 8 blocks (256 bytes),
+// blocks 4h .. 4h+3 (h = 0, 1) take the 128 bytes at h * 128:
+//   Q4_0 (`paired`): [x_{4h}[0..15] | x_{4h+1}[0..15] | x_{4h+2}[0..15] |
+//                     x_{4h+3}[0..15] | x_{4h}[16..31] | ... | x_{4h+3}[16..31]]
+//   so that the zmm of low nibbles of blocks 4h..4h+3 meets its activation
+//   in one 64-byte load and the high nibbles in the next;
+//   Q8_0 (not `paired`): the same with the two halves of block 4h+1
+//   swapped, as q8_load's registers hold them.
 #include "kernels/kern_internal.h"
 #include "kernels/qtypes.h"
 
@@ -63,11 +69,12 @@
 
 // Same result as pt_quant_act_scalar, bit for bit (ggml's x86
 // quantize_row_q8_0: id = 127 / amax, products rounded to nearest even),
-// one block per step on two zmm; `paired` selects the quad Q4_0 layout.
+// one block per step on two zmm; `paired` selects the Q4_0 layout (else
+// the Q8_0 one).
 TGT void pt_quant_act_avx512(const float *x, int64_t nb, bool paired, int8_t *qs, float *d, int32_t *s8)
 {
     assert(nb >= 0 && qs && d && s8);
-    const int64_t full = paired ? nb / 8 * 8 : 0;
+    const int64_t full = nb / 8 * 8;
     const int rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
     for (int64_t b = 0; b < nb; b++) {
         const float *xb = x + b * QK;
@@ -82,6 +89,11 @@ TGT void pt_quant_act_avx512(const float *x, int64_t nb, bool paired, int8_t *qs
             const int64_t k = b % 8;
             lo = qs + (b - k) * QK + (k / 4) * 128 + (k % 4) * 16;
             hi = lo + 64;
+            if (!paired && k % 4 == 1) { // Q8_0 layout: block 1 of a quad swaps its halves
+                int8_t *t = lo;
+                lo = hi;
+                hi = t;
+            }
         }
         _mm_storeu_si128((__m128i *)lo, _mm512_cvtepi32_epi8(q0));
         _mm_storeu_si128((__m128i *)hi, _mm512_cvtepi32_epi8(q1));
@@ -268,56 +280,55 @@ static TGTI void row_q4_x4(const uint8_t *w, const pt_q8act *x, int64_t v, float
 // A group of 8 Q8_0 blocks (272 bytes at w): q[m] = blocks 2m, 2m+1's
 // quants + 128 (unsigned), one block per 256-bit half; dw the scales.
 typedef struct q8g {
-    __m512i q[4]; // (4 pairs) 64 biased quants
-    __m256 dw;    // (8,) weight scales
+    __m512i q[2][2]; // (2 quads, 2 registers) biased quants: 16 of block 4h + k in lane k
+    __m256 dw;       // (8,) weight scales
 } q8g;
 
-// Loads at w + 64i (i < 4) and w + 208 cover the group exactly (no byte
-// past 272). Pair m takes block 2m's quants (bytes 68m+2 .. 68m+33) and
-// block 2m+1's (68m+36 .. 68m+67) out of loads m and m+1, at 4m+2 and
-// 4m+36 of the two as one 128-byte window; for m = 3 the second load is
-// the one at 208, where block 7 is bytes 32..63. Scale k (byte 34k) is
-// word 17 (k % 2) + 2 (k / 2) of load k / 2.
+// Quad h (blocks 4h .. 4h+3, bytes 136h .. 136h+135) comes from loads at
+// q = w + 136h, q + 64 and q + 72 (the last one ends at byte 272: nothing
+// past the group is read). Block k of the quad has its quants at 34k + 2 ..
+// 34k + 33 of q. Register 0 takes 16 of them per lane out of the window
+// q .. q+127 (the first two loads), register 1 the other 16 out of q ..
+// q+63 and q+72 .. q+135 (the first and third): bytes 2..17 / 18..33 of
+// block 0, 70..85 / 86..101 of block 2 and 104..119 / 120..135 of block 3,
+// but 52..67 / 36..51 of block 1, whose first half is not in register 1's
+// window; the Q8_0 activation layout follows (see the top of the file).
+// Scale k of the quad: word 17 (k & 1) of the first load for k < 2, of
+// the second (at q + 64: bytes 4 and 38) for k >= 2.
 static TGTI q8g q8_load(const uint8_t *w)
 {
-    __m512i l0 = _mm512_loadu_si512(w), l1 = _mm512_loadu_si512(w + 64), l2 = _mm512_loadu_si512(w + 128);
-    __m512i l3 = _mm512_loadu_si512(w + 192), l4 = _mm512_loadu_si512(w + 208);
-    __asm__("" : "+v"(l0), "+v"(l1), "+v"(l2), "+v"(l3), "+v"(l4)); // loaded once each (see x_load)
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
-    const __m512i four = _mm512_set1_epi8(4);
-    // pair 0's window indexes; pair m's are 4m more (pair 3: see below)
     const __m512i i0 = _mm512_setr_epi32(
-        0x05040302, 0x09080706, 0x0D0C0B0A, 0x11100F0E, 0x15141312, 0x19181716, 0x1D1C1B1A, 0x21201F1E,
-        0x27262524, 0x2B2A2928, 0x2F2E2D2C, 0x33323130, 0x37363534, 0x3B3A3938, 0x3F3E3D3C, 0x43424140);
-    const __m512i i1 = _mm512_add_epi8(i0, four), i2 = _mm512_add_epi8(i1, four);
-    // pair 3: block 6 at 14.. of l3, block 7 at 32.. of l4 (window index 96..127)
-    const __m512i i3 = _mm512_mask_blend_epi64(0xF0, _mm512_add_epi8(i2, four),
-                                               _mm512_add_epi8(i0, _mm512_set1_epi8(96 - 36)));
+        0x05040302, 0x09080706, 0x0D0C0B0A, 0x11100F0E, 0x37363534, 0x3B3A3938, 0x3F3E3D3C, 0x43424140,
+        0x49484746, 0x4D4C4B4A, 0x51504F4E, 0x55545352, 0x6B6A6968, 0x6F6E6D6C, 0x73727170, 0x77767574);
+    const __m512i i1 = _mm512_setr_epi32(
+        0x15141312, 0x19181716, 0x1D1C1B1A, 0x21201F1E, 0x27262524, 0x2B2A2928, 0x2F2E2D2C, 0x33323130,
+        0x51504F4E, 0x55545352, 0x59585756, 0x5D5C5B5A, 0x73727170, 0x77767574, 0x7B7A7978, 0x7F7E7D7C);
+    const __m512i si = _mm512_setr_epi32(17 << 16 | 0, (32 + 19) << 16 | (32 + 2), 17 << 16 | 0,
+                                         (32 + 19) << 16 | (32 + 2), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
     q8g g;
-    g.q[0] = _mm512_xor_si512(_mm512_permutex2var_epi8(l0, i0, l1), flip);
-    g.q[1] = _mm512_xor_si512(_mm512_permutex2var_epi8(l1, i1, l2), flip);
-    g.q[2] = _mm512_xor_si512(_mm512_permutex2var_epi8(l2, i2, l3), flip);
-    g.q[3] = _mm512_xor_si512(_mm512_permutex2var_epi8(l3, i3, l4), flip);
-    const __m512i s01 = _mm512_permutex2var_epi16(
-        l0, _mm512_setr_epi32(17 << 16 | 0, (32 + 19) << 16 | (32 + 2), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), l1);
-    const __m512i s23 = _mm512_permutex2var_epi16(
-        l2, _mm512_setr_epi32(0, 0, 21 << 16 | 4, (32 + 23) << 16 | (32 + 6), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), l3);
-    g.dw = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_mask_blend_epi16(0xF0, s01, s23)));
+    __m512i sc[2];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *q = w + 136 * h;
+        __m512i l0 = _mm512_loadu_si512(q), l1 = _mm512_loadu_si512(q + 64), l2 = _mm512_loadu_si512(q + 72);
+        __asm__("" : "+v"(l0), "+v"(l1), "+v"(l2)); // loaded once each (see x_load)
+        g.q[h][0] = _mm512_xor_si512(_mm512_permutex2var_epi8(l0, i0, l1), flip);
+        g.q[h][1] = _mm512_xor_si512(_mm512_permutex2var_epi8(l0, i1, l2), flip);
+        sc[h] = _mm512_permutex2var_epi16(l0, si, l1); // words 0..3 and again 4..7
+    }
+    g.dw = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_mask_blend_epi16(0xF0, sc[0], sc[1])));
     return g;
 }
 
-// Lane j = biased dot of block j: sum((w + 128) * x) over the block.
+// Lane j = biased dot of block j, sum((w + 128) * x) over the block, with
+// the activation group in the Q8_0 layout.
 static TGTI __m256i q8_dots(const q8g *g, const xg4 *x)
 {
-    __m512i z[4];
-#pragma GCC unroll 4
-    for (int m = 0; m < 4; m++)
-        z[m] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g->q[m], x->v[m]);
-    // pairs (one block per 256-bit half) -> quads (one block per 128-bit lane)
-    const __m512i t0 = _mm512_add_epi32(_mm512_shuffle_i32x4(z[0], z[1], 0x88),
-                                        _mm512_shuffle_i32x4(z[0], z[1], 0xDD));
-    const __m512i t1 = _mm512_add_epi32(_mm512_shuffle_i32x4(z[2], z[3], 0x88),
-                                        _mm512_shuffle_i32x4(z[2], z[3], 0xDD));
+    const __m512i t0 =
+        _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), g->q[0][0], x->v[0]), g->q[0][1], x->v[1]);
+    const __m512i t1 =
+        _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), g->q[1][0], x->v[2]), g->q[1][1], x->v[3]);
     return reduce_quads(t0, t1);
 }
 

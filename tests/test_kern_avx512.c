@@ -1,10 +1,10 @@
 // tests/test_kern_avx512.c — the AVX-512 path's own activation quantiser
 // (kernels/kern_avx512_q.c): quants, scales and sums equal a plain float
 // transcription of ggml's x86 quantize_row_q8_0 (id = 127 / amax, ties to
-// even), at the positions of the layout as documented there (natural, or
-// the "quad" Q4_0 layout for full groups of 8 blocks). The products that
-// read this layout are checked bit for bit against the contract by
-// tests/test_kernels.c on every path.
+// even), at the positions of the layouts as documented there (the Q4_0 and
+// Q8_0 "quad" layouts of full groups of 8 blocks, natural after them). The
+// products that read these layouts are checked bit for bit against the
+// contract by tests/test_kernels.c on every path.
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
@@ -24,14 +24,16 @@ static uint32_t rnd32(void)
     return rs;
 }
 
-// Where quant j of block b goes, transcribed from the layout's description
-// (not from the quantiser's code).
-static int64_t quad_pos(bool quad, int64_t nb, int64_t b, int j)
+// Where quant j of block b goes, transcribed from the layouts' description
+// (not from the quantiser's code): full groups of 8 blocks in quads, Q4_0
+// (q4) as described, Q8_0 with the halves of block 1 of each quad swapped.
+static int64_t quad_pos(bool q4, int64_t nb, int64_t b, int j)
 {
-    if (!quad || b >= nb / 8 * 8)
+    if (b >= nb / 8 * 8)
         return b * 32 + j;
     const int64_t g = b / 8, k = b % 8;
-    return g * 256 + (k / 4) * 128 + (j / 16) * 64 + (k % 4) * 16 + j % 16;
+    const int half = (!q4 && k % 4 == 1) ? 1 - j / 16 : j / 16;
+    return g * 256 + (k / 4) * 128 + half * 64 + (k % 4) * 16 + j % 16;
 }
 
 #if defined(__x86_64__)
@@ -60,9 +62,9 @@ Test(kern_avx512, quant_act_equals_float_reference)
                 }
             if (rep == 1)
                 memset(x, 0, sizeof(float) * 32); // a zero block: d = 0, quants 0
-            for (int quad = 0; quad < 2; quad++) {
+            for (int q4 = 0; q4 < 2; q4++) {
                 memset(qs, 0x55, (size_t)(nb * 32));
-                pt_quant_act_avx512(x, nb, quad, qs, d, s8);
+                pt_quant_act_avx512(x, nb, q4, qs, d, s8);
                 for (int64_t b = 0; b < nb; b++) {
                     float amax = 0.0f;
                     for (int j = 0; j < 32; j++)
@@ -71,8 +73,8 @@ Test(kern_avx512, quant_act_equals_float_reference)
                     int32_t sum = 0;
                     for (int j = 0; j < 32; j++) {
                         const int8_t want = (int8_t)rintf(x[b * 32 + j] * id); // default mode: ties to even
-                        const int8_t got = qs[quad_pos(quad, nb, b, j)];
-                        cr_assert_eq(got, want, "nb %ld quad %d block %ld quant %d: %d != %d", (long)nb, quad,
+                        const int8_t got = qs[quad_pos(q4, nb, b, j)];
+                        cr_assert_eq(got, want, "nb %ld q4 %d block %ld quant %d: %d != %d", (long)nb, q4,
                                      (long)b, j, got, want);
                         sum += want;
                     }
