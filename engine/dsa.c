@@ -165,6 +165,13 @@ void pt_dsa_index(petrel_context *c, int il, int B)
         c->t_idx_s += pt_now() - t0;
         return;
     }
+    if (s->pos[B - 1] + 1 <= k) { // every query keeps every key: no scores needed (positions ascend)
+        for (int b = 0; b < B; b++)
+            s->nsel[b] = -1;
+        c->sel_valid = true;
+        c->t_idx_s += pt_now() - t0;
+        return;
+    }
     // Queries and head weights.
     pt_gemm(&L->idx_q_b, s->qa, B, s->iq);
     pt_gemm(&L->idx_proj, s->xn, B, s->iw);
