@@ -141,10 +141,10 @@ static TGT void axpy_avx512(float *y, float a, const float *x, int64_t n)
 }
 
 // Q4_0 / Q8_0: the zmm kernels of kern_avx512_q.c where the CPU has VBMI
-// (vpermt2b; Ice Lake, Zen 4 and later), else the ymm body above (Skylake-X,
-// Cascade Lake). Products and quantiser are chosen by the same test, so the
-// Q4_0 activation layout always matches the kernel that reads it.
-static bool zmm_q(void) { return __builtin_cpu_supports("avx512vbmi"); }
+// (vpermt2b) and GFNI (Ice Lake, Zen 4 and later), else the ymm body above
+// (Skylake-X, Cascade Lake). Products and quantiser are chosen by the same
+// test, so the activation layout always matches the kernel that reads it.
+static bool zmm_q(void) { return __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("gfni"); }
 
 static void qtile_sel(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x, int64_t v0,
                       int64_t nvec, float *y, int64_t ldy)

@@ -44,7 +44,7 @@
 #include <math.h>
 #include <string.h>
 
-#define KX_TGT "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi"
+#define KX_TGT "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,gfni"
 #define KX(name) name##_avx512q
 #define KX_DOT(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
 #define KX_DOT2(u1, s1, u2, s2) \
@@ -153,9 +153,12 @@ static TGTI q4g q4_load(const uint8_t *w)
     const __m512i m = _mm512_set1_epi8(0x0F);
     q4g g;
     g.lo[0] = _mm512_and_si512(r0, m);
-    g.hi[0] = _mm512_and_si512(_mm512_srli_epi16(r0, 4), m);
+    // high nibbles: one GF(2) affine map per byte (y = x >> 4) instead of a
+    // shift and a mask
+    const __m512i shr4 = _mm512_set1_epi64(0x1020408000000000ll);
+    g.hi[0] = _mm512_gf2p8affine_epi64_epi8(r0, shr4, 0);
     g.lo[1] = _mm512_and_si512(r1, m);
-    g.hi[1] = _mm512_and_si512(_mm512_srli_epi16(r1, 4), m);
+    g.hi[1] = _mm512_gf2p8affine_epi64_epi8(r1, shr4, 0);
     g.dw = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi16(l0, sidx, l1)));
     return g;
 }

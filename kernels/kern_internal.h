@@ -76,8 +76,9 @@ void pt_axpy_avx2(float *y, float a, const float *x, int64_t n);
 void pt_dot_rows_avx2(float *out, const float *q, const float *rows, int64_t n, int64_t d, int64_t ld);
 void pt_axpy_rows_avx2(float *out, const float *p, const float *rows, int64_t n, int64_t d, int64_t ld);
 // The AVX-512 path's zmm Q4_0 / Q8_0 products (kern_avx512_q.c; they need
-// AVX-512 VBMI as well) and their activation quantiser, whose `paired`
-// layout is the "quad" one described there (not pt_act_pos's).
+// AVX-512 VBMI and GFNI as well) and their activation quantiser, whose
+// layouts (Q4_0 when `paired`, else Q8_0) are described there (not
+// pt_act_pos's).
 void pt_qtile_avx512(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x, int64_t v0,
                      int64_t nvec, float *y, int64_t ldy);
 void pt_quant_act_avx512(const float *x, int64_t nb, bool paired, int8_t *qs, float *d, int32_t *s8);

@@ -39,8 +39,9 @@ static int64_t quad_pos(bool q4, int64_t nb, int64_t b, int j)
 #if defined(__x86_64__)
 Test(kern_avx512, quant_act_equals_float_reference)
 {
-    if (!pt_kernel_path_supported(PT_PATH_AVX512) || !__builtin_cpu_supports("avx512vbmi")) {
-        cr_log_info("AVX-512 VNNI + VBMI not available on this CPU: skipped");
+    if (!pt_kernel_path_supported(PT_PATH_AVX512) || !__builtin_cpu_supports("avx512vbmi") ||
+        !__builtin_cpu_supports("gfni")) {
+        cr_log_info("AVX-512 VNNI + VBMI + GFNI not available on this CPU: skipped");
         return;
     }
     const int64_t nbs[] = {1, 7, 8, 9, 16, 37};
