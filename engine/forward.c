@@ -4,6 +4,7 @@
 // dense FFN or the MoE (router, shared experts, routed experts through the
 // expert cache, combined in ascending expert id order).
 #include <assert.h>
+#include <math.h>
 #include <omp.h>
 #include <string.h>
 
@@ -30,7 +31,8 @@ void pt_embed(const pt_mat *embd, const petrel_token *tokens, int B, float *out)
                           out + (size_t)b * embd->cols, embd->cols);
 }
 
-// Interleaved-pair rotation of x (rope values) at position pos.
+// Interleaved-pair rotation of x (rope values) at position pos, fused as
+// ggml's x86 build compiles rotate_pairs (bit for bit llama.cpp's rope).
 static void rope_apply(const petrel_model *m, float *x, int pos)
 {
     const int half = (int)m->hp.qk_rope / 2;
@@ -38,8 +40,8 @@ static void rope_apply(const petrel_model *m, float *x, int pos)
     const float *sn = m->rope_sin + (size_t)pos * half;
     for (int i = 0; i < half; i++) {
         float x0 = x[2 * i], x1 = x[2 * i + 1];
-        x[2 * i] = x0 * cs[i] - x1 * sn[i];
-        x[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+        x[2 * i] = fmaf(x0, cs[i], -(x1 * sn[i]));
+        x[2 * i + 1] = fmaf(x0, sn[i], x1 * cs[i]);
     }
 }
 
@@ -117,40 +119,30 @@ static void attention(petrel_context *c, int il, int B)
         pt_gemm(&kb, qh, B, s->qlat + (size_t)h * B * kvl);
     }
 
-    // Scores over the latent cache, softmax, weighted sum of latents. Each
-    // (token, head) pair is computed whole by one thread: thread-count
-    // independent.
+    // Scores over the latent cache, softmax, weighted sum of latents, in
+    // ggml's order (kernels/ops.h: llama.cpp's kq, kq_soft_max and kqv over
+    // its F32 cache, bit for bit). Each (token, head) pair is computed whole
+    // by one thread: thread-count independent.
     const float scale = m->softmax_scale;
     const double t0 = pt_now(); // attention over the cached keys (engine/dsa.h: pt_dsa_times)
+    assert(kvl + rope <= 4096);
 #pragma omp parallel for schedule(dynamic, 1)
     for (int bh = 0; bh < B * H; bh++) {
         const int b = bh / H, h = bh % H;
         const int n = s->pos[b] + 1;
         float *sc = s->scores + (size_t)omp_get_thread_num() * c->n_ctx;
-        const float *ql = s->qlat + ((size_t)h * B + b) * kvl;
-        const float *qpe = s->q + (size_t)b * H * qd + (size_t)h * qd + nope;
+        float qcat[4096]; // [q absorbed (kv_lora) | q rope], as the cache rows [c_kv | k_rope]
+        memcpy(qcat, s->qlat + ((size_t)h * B + b) * kvl, sizeof(float) * (size_t)kvl);
+        memcpy(qcat + kvl, s->q + (size_t)b * H * qd + (size_t)h * qd + nope, sizeof(float) * (size_t)rope);
         float *ol = s->olat + ((size_t)h * B + b) * kvl;
-        memset(ol, 0, sizeof(float) * (size_t)kvl);
         const int nk = sparse ? s->nsel[b] : -1;
-        if (nk < 0) {
-            for (int t = 0; t < n; t++) {
-                const float *ent = cache + (size_t)t * kvd;
-                sc[t] = (pt_dot_f32(ql, ent, kvl) + pt_dot_f32(qpe, ent + kvl, rope)) * scale;
-            }
-            pt_softmax(sc, n);
-            for (int t = 0; t < n; t++)
-                pt_axpy(ol, sc[t], cache + (size_t)t * kvd, kvl);
-            continue;
-        }
-        // The kept keys only, ascending (the others would get -inf).
-        const int32_t *sel = s->sel + (size_t)b * c->sel_stride;
-        for (int j = 0; j < nk; j++) {
-            const float *ent = cache + (size_t)sel[j] * kvd;
-            sc[j] = (pt_dot_f32(ql, ent, kvl) + pt_dot_f32(qpe, ent + kvl, rope)) * scale;
-        }
-        pt_softmax(sc, nk);
-        for (int j = 0; j < nk; j++)
-            pt_axpy(ol, sc[j], cache + (size_t)sel[j] * kvd, kvl);
+        // The kept keys only, ascending (the others get -inf, exp 0).
+        const int32_t *sel = nk < 0 ? NULL : s->sel + (size_t)b * c->sel_stride;
+        const int nkeys = nk < 0 ? n : nk;
+        for (int j = 0; j < nkeys; j++)
+            sc[j] = pt_dot_f32_ggml(qcat, cache + (size_t)(sel ? sel[j] : j) * kvd, kvl + rope) * scale;
+        pt_softmax_at(sc, sel, nkeys);
+        pt_wsum_rows(ol, sc, sel, cache, nkeys, kvl, kvd);
     }
 
     c->t_attn_s += pt_now() - t0;

@@ -360,50 +360,63 @@ static int load_kv_b(petrel_model *m, uint32_t il, const gguf_tensor *t, pt_err 
     return 0;
 }
 
+// RoPE tables (cos, sin) per position and pair, computed as ggml's CPU
+// rope (ggml_rope_cache_init / rope_yarn, x86 build with FMA contraction)
+// so that the rotated values equal llama.cpp's bit for bit: theta_p,i =
+// p * theta_scale^i by repeated float multiplication, theta_scale =
+// powf(base, -2 / n_dims); with YaRN the interpolated and extrapolated
+// angles mixed by ggml's ramp over its corr dims, and the magnitude
+// attn_factor * (1 + 0.1 ln factor) with llama.cpp's attn_factor (the
+// mscale ratio divided by that same 1 + 0.1 ln factor).
+static float rope_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base)
+{
+    return (float)n_dims * logf((float)n_ctx_orig / (n_rot * 2 * (float)M_PI)) / (2 * logf(base));
+}
+
 int pt_model_rope_prepare(petrel_model *m, int n)
 {
     if (n <= m->rope_len)
         return 0;
     const pt_hparams *hp = &m->hp;
-    const int half = (int)hp->qk_rope / 2;
-    double *freq = malloc(sizeof(double) * (size_t)half);
-    for (int i = 0; i < half; i++)
-        freq[i] = 1.0 / pow((double)hp->rope_theta, (double)(2 * i) / (double)hp->qk_rope);
-    double attn_factor = 1.0;
-    if (yarn_active(hp)) {
-        // YaRN: blend interpolated (freq / factor) and original frequencies
-        // over the correction range given by beta_fast / beta_slow.
-        const double dim = hp->qk_rope, base = hp->rope_theta, orig = hp->yarn_orig_ctx;
-        double lo = floor(dim * log(orig / (hp->yarn_beta_fast * 2 * M_PI)) / (2 * log(base)));
-        double hi = ceil(dim * log(orig / (hp->yarn_beta_slow * 2 * M_PI)) / (2 * log(base)));
-        if (lo < 0)
-            lo = 0;
-        if (hi > dim - 1)
-            hi = dim - 1;
-        if (lo == hi)
-            hi += 0.001;
-        for (int i = 0; i < half; i++) {
-            double ramp = ((double)i - lo) / (hi - lo);
-            ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
-            double smooth = 1 - ramp;
-            freq[i] = freq[i] / hp->yarn_factor * (1 - smooth) + freq[i] * smooth;
-        }
-        attn_factor = yarn_get_mscale(hp->yarn_factor, hp->yarn_mscale) /
-                      yarn_get_mscale(hp->yarn_factor, hp->yarn_mscale_all_dim);
+    const int half = (int)hp->qk_rope / 2, n_dims = (int)hp->qk_rope;
+    const bool yarn = yarn_active(hp);
+    const float base = hp->rope_theta;
+    const float freq_scale = yarn ? 1.0f / hp->yarn_factor : 1.0f;
+    const float theta_scale = powf(base, -2.0f / (float)n_dims);
+    float lo = 0, hi = 0, mscale = 1.0f;
+    if (yarn) {
+        lo = floorf(rope_corr_dim(n_dims, (int)hp->yarn_orig_ctx, hp->yarn_beta_fast, base));
+        hi = ceilf(rope_corr_dim(n_dims, (int)hp->yarn_orig_ctx, hp->yarn_beta_slow, base));
+        lo = lo > 0 ? lo : 0;
+        hi = hi < (float)(n_dims - 1) ? hi : (float)(n_dims - 1);
+        const float factor = 1.0f / freq_scale;
+        float attn_factor = yarn_get_mscale(hp->yarn_factor, hp->yarn_mscale) /
+                            yarn_get_mscale(hp->yarn_factor, hp->yarn_mscale_all_dim);
+        attn_factor *= 1.0f / (1.0f + 0.1f * logf(factor));
+        mscale = attn_factor * fmaf(0.1f, logf(1.0f / freq_scale), 1.0f);
     }
     float *c = realloc(m->rope_cos, sizeof(float) * (size_t)n * (size_t)half);
     float *s = realloc(m->rope_sin, sizeof(float) * (size_t)n * (size_t)half);
-    if (!c || !s) {
-        free(freq);
+    if (c)
+        m->rope_cos = c; // (a grown table is still valid for rope_len)
+    if (s)
+        m->rope_sin = s;
+    if (!c || !s)
         return -1;
-    }
-    for (int p = 0; p < n; p++)
+    for (int p = 0; p < n; p++) {
+        float theta = (float)p;
         for (int i = 0; i < half; i++) {
-            double a = (double)p * freq[i];
-            c[(size_t)p * half + i] = (float)(cos(a) * attn_factor);
-            s[(size_t)p * half + i] = (float)(sin(a) * attn_factor);
+            float th = freq_scale * theta;
+            if (yarn) {
+                const float y = ((float)i - lo) / (hi - lo > 0.001f ? hi - lo : 0.001f);
+                const float ramp = 1 - (y < 0 ? 0 : y > 1 ? 1 : y); // ext_factor 1
+                th = fmaf(th, 1 - ramp, theta * ramp);
+            }
+            c[(size_t)p * half + i] = cosf(th) * mscale;
+            s[(size_t)p * half + i] = sinf(th) * mscale;
+            theta *= theta_scale;
         }
-    free(freq);
+    }
     m->rope_cos = c;
     m->rope_sin = s;
     m->rope_len = n;

@@ -9,6 +9,7 @@
 // compute in any order, but each writes its own rows of s->eo and the
 // outputs are combined afterwards in the router's selection order, so the
 // arrival order never changes a bit of the result.
+#include <assert.h>
 #include <omp.h>
 #include <string.h>
 
@@ -333,11 +334,30 @@ int pt_moe(petrel_context *c, int il, int B)
     if (rcode < 0)
         return -1;
 
+    // As llama.cpp's build_moe_ffn: each expert's output times its weight
+    // (rounded), summed in selection order, then the shared experts added.
+    // The order is recomputed from the router (s->rscratch held only the
+    // last token's scores).
+    assert(n_used <= 64);
     for (int b = 0; b < B; b++) {
         float *y = s->tmp + (size_t)b * n_embd;
-        memset(y, 0, sizeof(float) * (size_t)n_embd);
-        for (int k = 0; k < n_used; k++)
-            pt_axpy(y, s->rw[(size_t)b * n_used + k], s->eo + ((size_t)b * n_used + k) * n_embd, n_embd);
+        int32_t ids[64];
+        float w[64];
+        int slot[64];
+        pt_route(&rc, s->rlogits + (size_t)b * hp->n_expert, L->exp_bias, ids, w, s->rscratch);
+        pt_route_order(s->rscratch + hp->n_expert, s->rids + (size_t)b * n_used, n_used, slot);
+        const float *rw = s->rw + (size_t)b * n_used;
+        const float *eo = s->eo + (size_t)b * n_used * n_embd;
+        for (int k = 0; k < n_used; k++) {
+            const int j = slot[k];
+            const float *e = eo + (size_t)j * n_embd;
+            if (k == 0)
+                for (int i = 0; i < n_embd; i++)
+                    y[i] = e[i] * rw[j];
+            else
+                for (int i = 0; i < n_embd; i++)
+                    y[i] = y[i] + e[i] * rw[j];
+        }
         if (hp->n_expert_shared > 0) {
             const float *z = st->sh_out + (size_t)b * n_embd;
             for (int i = 0; i < n_embd; i++)

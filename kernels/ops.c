@@ -1,12 +1,39 @@
-// kernels/ops.c — per-token element-wise work. Every reduction uses the
-// 16-lane fmaf order of kernels/kern_internal.h (through the current path's
-// pt_dot_f32), so the results are identical on every path. Transcendentals
-// use libm's expf / sqrtf on every path.
+// kernels/ops.c — per-token element-wise work, in the arithmetic of ggml's
+// x86 (AVX-512) CPU build, so that on the same GGUF file Petrel's floats
+// equal llama.cpp's bit for bit and no 8-bit activation rounding flips
+// (issue 11; docs/llamacpp-files.md). Every function here is plain C whose
+// operations (fmaf, +, *, /, double sums) are IEEE-exact, so the result is
+// the same on every code path; the "fast" clones below only let the
+// compiler use FMA instructions and vectors for the same operations.
+//
+// What is mirrored (each checked bit for bit against llama.cpp's own
+// intermediate tensors on tiny-dsv3 Q2_K-mix):
+//  - RMS norm: ggml_compute_forward_rms_norm_f32 (squares in float, summed
+//    in double in order; mean rounded to float);
+//  - exp: ggml_v_expf's AVX-512 polynomial for every full 16-lane chunk,
+//    libm's expf for a tail (as ggml_vec_soft_max_f32 / ggml_vec_swiglu_f32);
+//  - softmax: ggml_soft_max_ext with its -inf mask over key positions,
+//    chunk sums reduced in _mm512_reduce_add_ps order and added in double,
+//    then multiplied by (float)(1 / sum);
+//  - F32 dot: ggml_vec_dot_f32 (4 x 16 lanes over 64-chunks, reduce, then
+//    the tail added one product at a time, not fused), the attention
+//    scores over the F32 KV cache;
+//  - weighted sum of cache rows: llamafile's tinyBLAS sgemm (one 16-lane
+//    fused accumulator per output over key positions), the kqv product.
 #include "kernels/ops.h"
 #include "kernels/kern_internal.h"
 
 #include <assert.h>
 #include <math.h>
+#include <string.h>
+
+// Compiles f twice: for any x86-64 and for Haswell (FMA, AVX2), chosen
+// once at load (ifunc). Same IEEE operations, so the same bits.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PT_FAST __attribute__((target_clones("arch=haswell", "default")))
+#else
+#define PT_FAST
+#endif
 
 float pt_dot_f32(const float *a, const float *b, int64_t n)
 {
@@ -32,39 +59,157 @@ void pt_axpy_rows_f32(float *out, const float *p, const float *rows, int64_t n, 
     pt_kern_current()->axpy_rows(out, p, rows, n, d, ld);
 }
 
-// scale = 1 / sqrtf(sum(x^2) / n + eps), y_i = (x_i * scale) * w_i.
-void pt_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
+// ggml_compute_forward_rms_norm_f32 then the weight multiply:
+// sum = double sum of (float)(x_i * x_i) in order, mean = (float)(sum / n),
+// scale = 1 / sqrtf(mean + eps), y_i = x_i * scale * w_i.
+PT_FAST void pt_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
 {
     assert(n > 0);
-    const float ss = pt_dot_f32(x, x, n);
-    const float scale = 1.0f / sqrtf(ss / (float)n + eps);
+    double sum = 0;
     for (int64_t i = 0; i < n; i++)
-        y[i] = (x[i] * scale) * w[i];
+        sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] * scale * w[i];
 }
 
-// x_i = expf(x_i - max) / sum, the sum taken in the 16-lane order.
-void pt_softmax(float *x, int64_t n)
+// One lane of ggml_v_expf (AVX-512): exp(x) = 2^n * p(b) with n = round(x /
+// ln 2) by the 1.5 * 2^23 trick, b = x - n ln 2 in two fused steps, p a
+// degree-5 polynomial in Estrin form; |n| > 192 gives 0 or +inf.
+static inline float v_expf(float x)
+{
+    const float r = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+                         fmaf(0x1.ffffecp-1f, b, 1.0f));
+    if (fabsf(n) > 192.0f) // (x = -inf gives n = -inf: 0)
+        return n > 0 ? INFINITY : 0.0f;
+    if (n != n)
+        return n; // NaN in, NaN out
+    return ldexpf(j, (int)n); // vscalefps: exact scaling, rounded once if subnormal
+}
+
+float pt_expf_ggml(float x)
+{
+    return v_expf(x);
+}
+
+// The sum of one 16-lane register as _mm512_reduce_add_ps computes it
+// (GCC's halving: 512 -> 256 -> 128 -> 64 -> 32 bits), = pt_reduce16.
+static inline float reduce16(const float a[16])
+{
+    return pt_reduce16(a);
+}
+
+// ggml_soft_max_ext over key positions: x[j] is the (already scaled)
+// score of position pos[j] (ascending; pos NULL: position j), every other
+// position is masked (-inf, exp 0). The exps of each aligned 16-position
+// chunk (v_expf) are reduced as one register and the chunk sums added in
+// double; the probabilities are exp * (float)(1 / sum).
+PT_FAST void pt_softmax_at(float *x, const int32_t *pos, int64_t n)
 {
     assert(n > 0);
     float m = x[0];
     for (int64_t i = 1; i < n; i++)
         m = x[i] > m ? x[i] : m;
-    float acc[16] = {0};
+    double sum = 0;
+    float lane[16];
+    memset(lane, 0, sizeof lane);
+    int64_t chunk = pos ? pos[0] / 16 : 0;
     for (int64_t i = 0; i < n; i++) {
-        x[i] = expf(x[i] - m);
-        acc[i % 16] += x[i];
+        const int64_t p = pos ? pos[i] : i;
+        assert(i == 0 || !pos || pos[i] > pos[i - 1]);
+        if (p / 16 != chunk) {
+            sum += (double)reduce16(lane);
+            memset(lane, 0, sizeof lane);
+            chunk = p / 16;
+        }
+        x[i] = v_expf(x[i] - m);
+        lane[p % 16] = x[i];
     }
-    const float sum = pt_reduce16(acc);
+    sum += (double)reduce16(lane);
+    const float inv = (float)(1.0 / sum);
     for (int64_t i = 0; i < n; i++)
-        x[i] = x[i] / sum;
+        x[i] *= inv;
 }
 
-// out_i = gate_i / (1 + expf(-gate_i)) * up_i
-void pt_swiglu(float *out, const float *gate, const float *up, int64_t n)
+void pt_softmax(float *x, int64_t n)
+{
+    pt_softmax_at(x, NULL, n);
+}
+
+// ggml_vec_swiglu_f32: full 16-chunks silu(g) = g / (1 + v_expf(0 - g)),
+// the tail with libm's expf; times up (each rounded separately).
+PT_FAST void pt_swiglu(float *out, const float *gate, const float *up, int64_t n)
 {
     assert(n >= 0);
-    for (int64_t i = 0; i < n; i++) {
+    const int64_t nv = n / 16 * 16;
+    for (int64_t i = 0; i < nv; i++) {
+        const float g = gate[i];
+        out[i] = g / (1.0f + v_expf(0.0f - g)) * up[i];
+    }
+    for (int64_t i = nv; i < n; i++) {
         const float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+// ggml_vec_dot_f32 (AVX-512 build): 4 accumulators of 16 lanes over each
+// 64-value chunk (fused), acc0 + acc2, acc1 + acc3, then those two, the
+// register reduced, then the tail's products added one by one unfused.
+PT_FAST float pt_dot_f32_ggml(const float *a, const float *b, int64_t n)
+{
+    assert(n >= 0);
+    float acc[4][16];
+    memset(acc, 0, sizeof acc);
+    const int64_t np = n / 64 * 64;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 16; l++)
+                acc[j][l] = fmaf(a[i + j * 16 + l], b[i + j * 16 + l], acc[j][l]);
+    for (int l = 0; l < 16; l++) {
+        acc[0][l] += acc[2][l];
+        acc[1][l] += acc[3][l];
+    }
+    for (int l = 0; l < 16; l++)
+        acc[0][l] += acc[1][l];
+    float s = reduce16(acc[0]);
+    for (int64_t i = np; i < n; i++) {
+        const float p = a[i] * b[i];
+        s += p;
+    }
+    return s;
+}
+
+// tinyBLAS (llamafile sgemm, AVX-512) for V^T p over the key positions:
+// out[i] = reduce16(lanes), lane L accumulating fmaf(p[j], row_j[i], .) over
+// the keys whose position is L mod 16, in position order (masked positions
+// add exact zeros). Rows: row j at rows + (pos ? pos[j] : j) * ld.
+PT_FAST void pt_wsum_rows(float *out, const float *p, const int32_t *pos, const float *rows, int64_t n, int64_t d,
+                          int64_t ld)
+{
+    assert(n >= 0 && d >= 0);
+    for (int64_t i0 = 0; i0 < d; i0 += 16) {
+        const int w = d - i0 < 16 ? (int)(d - i0) : 16;
+        float acc[16][16]; // (lane, column)
+        memset(acc, 0, sizeof acc);
+        for (int64_t j = 0; j < n; j++) {
+            const int64_t t = pos ? pos[j] : j;
+            const float *r = rows + (size_t)t * (size_t)ld + i0;
+            float *a = acc[t % 16];
+            const float pj = p[j];
+            for (int c = 0; c < w; c++)
+                a[c] = fmaf(pj, r[c], a[c]);
+        }
+        for (int c = 0; c < w; c++) {
+            float l[16];
+            for (int k = 0; k < 16; k++)
+                l[k] = acc[k][c];
+            out[i0 + c] = reduce16(l);
+        }
     }
 }

@@ -1,4 +1,5 @@
 #include "router/router.h"
+#include "kernels/ops.h"
 
 #include <assert.h>
 #include <math.h>
@@ -26,18 +27,10 @@ void pt_route(const pt_router_cfg *cfg, const float *logits, const float *bias, 
     float *scores = scratch;       // (n) unbiased
     float *sel = scratch + n;      // (n) biased, -inf where masked
 
-    if (cfg->gating == 1) {
-        float mx = logits[0];
-        for (int i = 1; i < n; i++)
-            mx = logits[i] > mx ? logits[i] : mx;
-        float sum = 0;
-        for (int i = 0; i < n; i++) {
-            scores[i] = expf(logits[i] - mx);
-            sum += scores[i];
-        }
-        for (int i = 0; i < n; i++)
-            scores[i] /= sum;
-    } else {
+    if (cfg->gating == 1) { // ggml_soft_max, as llama.cpp (kernels/ops.h)
+        memcpy(scores, logits, sizeof(float) * (size_t)n);
+        pt_softmax(scores, n);
+    } else { // ggml's sigmoid: 1 / (1 + expf(-x)) with libm's expf
         for (int i = 0; i < n; i++)
             scores[i] = 1.0f / (1.0f + expf(-logits[i]));
     }
@@ -84,10 +77,14 @@ void pt_route(const pt_router_cfg *cfg, const float *logits, const float *bias, 
                     sel[g * gs + i] = -INFINITY;
     }
 
+    // The chosen experts in selection order (best first), which is the
+    // order llama.cpp sums their weights in.
+    int32_t order[1024];
     memset(taken, 0, (size_t)n);
     for (int k = 0; k < cfg->n_used; k++) {
         int e = argmax_free(sel, taken, n);
         taken[e] = 1;
+        order[k] = e;
     }
     int k = 0;
     for (int e = 0; e < n; e++)
@@ -95,15 +92,38 @@ void pt_route(const pt_router_cfg *cfg, const float *logits, const float *bias, 
             ids[k++] = e;
     assert(k == cfg->n_used);
 
-    // Weights from unbiased scores; the sum is taken in ascending-id order.
-    float sum = 0;
+    // Weights from unbiased scores, as llama.cpp's build_moe_ffn: the sum
+    // (ggml_sum_rows: double, in selection order) clamped at 2^-14, each
+    // weight divided by it, then times the scale.
+    double dsum = 0;
+    for (int i = 0; i < k; i++)
+        dsum += (double)scores[order[i]];
+    float sum = (float)dsum;
+    sum = sum > 0x1p-14f ? sum : 0x1p-14f;
     for (int i = 0; i < k; i++) {
         weights[i] = scores[ids[i]];
-        sum += weights[i];
-    }
-    for (int i = 0; i < k; i++) {
         if (cfg->norm)
             weights[i] /= sum;
-        weights[i] *= cfg->scale;
+        if (cfg->scale != 1.0f)
+            weights[i] *= cfg->scale;
     }
+}
+
+// Puts the n_used slots of ids (ascending) in selection order: descending
+// selection score (the biased one pt_route chose by), lower id first on a
+// tie, as pt_route picked them. sel: the scores pt_route leaves in
+// scratch + n_expert.
+void pt_route_order(const float *sel, const int32_t *ids, int n_used, int *slot)
+{
+    for (int i = 0; i < n_used; i++)
+        slot[i] = i;
+    for (int i = 1; i < n_used; i++)
+        for (int j = i; j > 0; j--) {
+            const float a = sel[ids[slot[j - 1]]], b = sel[ids[slot[j]]];
+            if (!(b > a))
+                break;
+            const int t = slot[j];
+            slot[j] = slot[j - 1];
+            slot[j - 1] = t;
+        }
 }

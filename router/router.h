@@ -27,5 +27,9 @@ typedef struct pt_router_cfg {
 // equal values in practice), so the choice is deterministic.
 void pt_route(const pt_router_cfg *cfg, const float *logits, const float *bias, int32_t *ids,
               float *weights, float *scratch);
+// slot (n_used) = the slots of ids in selection order (best first, as
+// pt_route picked them), from the selection scores pt_route leaves in
+// scratch + n_expert: llama.cpp adds the experts' outputs in that order.
+void pt_route_order(const float *sel, const int32_t *ids, int n_used, int *slot);
 
 #endif
