@@ -71,19 +71,20 @@
 // quantize_row_q8_0: id = 127 / amax, products rounded to nearest even),
 // one block per step on two zmm; `paired` selects the Q4_0 layout (else
 // the Q8_0 one).
+#define KZ_RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC) // a constant, as the intrinsic needs
+
 TGT void pt_quant_act_avx512(const float *x, int64_t nb, bool paired, int8_t *qs, float *d, int32_t *s8)
 {
     assert(nb >= 0 && qs && d && s8);
     const int64_t full = nb / 8 * 8;
-    const int rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
     for (int64_t b = 0; b < nb; b++) {
         const float *xb = x + b * QK;
         const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
         const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
         const float db = amax / 127.0f;
         const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
-        const __m512i q0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, id), rne);
-        const __m512i q1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, id), rne);
+        const __m512i q0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, id), KZ_RNE);
+        const __m512i q1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, id), KZ_RNE);
         int8_t *lo = qs + b * QK, *hi = lo + 16;
         if (b < full) {
             const int64_t k = b % 8;
