@@ -203,18 +203,15 @@ void pt_dsa_report(petrel_context *c, int il, int B)
         return;
     pt_scratch *s = &c->s;
     const int k = (int)c->sel_stride;
-    int32_t *all = NULL;
+    int32_t *all = s->iheap; // free once the selections are made; (k) >= any dense count
     for (int b = 0; b < B; b++) {
         const int n = s->pos[b] + 1;
         if (s->nsel[b] >= 0) {
             c->dsa_fn(c->dsa_user, il, s->pos[b], s->sel + (size_t)b * k, s->nsel[b]);
             continue;
         }
-        if (!all && !(all = malloc(sizeof(int32_t) * (size_t)k)))
-            return;
         for (int t = 0; t < n; t++)
             all[t] = t;
         c->dsa_fn(c->dsa_user, il, s->pos[b], all, n);
     }
-    free(all);
 }
