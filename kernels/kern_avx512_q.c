@@ -121,9 +121,9 @@ static TGTI __m256i reduce_quads(__m512i t0, __m512i t1)
 
 // ---- Q4_0 --------------------------------------------------------------------
 
-// A group of 8 Q4_0 blocks (144 bytes at w) loaded and unpacked: nib[h]
-// has block 4h + k's 16 nibble bytes in 128-bit lane k, lo / hi their low
-// and high nibbles (0..15), dw the eight scales as f32.
+// A group of 8 Q4_0 blocks (144 bytes at w) loaded and unpacked: lo[h] /
+// hi[h] hold the low / high nibbles (0..15) of block 4h + k's 16 bytes in
+// 128-bit lane k, dw the eight scales as f32.
 typedef struct q4g {
     __m512i lo[2], hi[2]; // (2 halves) unsigned nibbles of 4 blocks, 16 per lane
     __m256 dw;            // (8,) weight scales
