@@ -9,6 +9,7 @@
 // X-Petrel-Replica (r1 or r2).
 // 1. Six conversations start at once, five keyed by the X-Petrel-Conversation
 //    header, one by the `user` field only.
+//    A `user` key routes as the same header key does.
 // 2. The replica that holds conversation 0 is killed (SIGKILL).
 // 3. Every conversation sends its second turn, concurrently: each must get
 //    the reference's greedy reply; those whose replica died must land on the
@@ -73,11 +74,29 @@ try {
   });
   const on = (r) => convs.filter((c) => c.t1.replica === r).length;
   check(on('r1') > 0 && on('r2') > 0, 'conversations spread over both replicas', { r1: on('r1'), r2: on('r2') });
-  // The user-keyed conversation sticks to its replica too.
+  // The user-keyed conversation sticks to its replica too (two repeats; the
+  // check below shows that this is the key's doing, not chance).
   const u = convs[convs.length - 1];
-  const again = await turn(u);
-  check(again.replica === u.t1.replica && again.reply === u.t1.reply, 'user field: same replica, same reply',
-        [u.t1.replica, again.replica]);
+  for (let k = 0; k < 2; k++) {
+    const again = await turn(u);
+    check(again.replica === u.t1.replica && again.reply === u.t1.reply, `user field: same replica, same reply (${k + 1})`,
+          [u.t1.replica, again.replica]);
+  }
+
+  // The `user` field is hashed as the header is (the balancer copies it into
+  // the header): eight keys sent both ways land on the same replicas. With
+  // no key the balancer would spread them regardless of the key.
+  const plain = new OpenAI({ baseURL: args.lb, apiKey, maxRetries: 0, timeout: 60000 });
+  const byHdr = [], byUser = [];
+  for (let k = 0; k < 8; k++) {
+    const body = { model, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1, temperature: 0 };
+    const h = await plain.chat.completions.create(body, { headers: { 'X-Petrel-Conversation': `key-${k}` } }).withResponse();
+    const b = await plain.chat.completions.create({ ...body, user: `key-${k}` }).withResponse();
+    byHdr.push(h.response.headers.get('x-petrel-replica'));
+    byUser.push(b.response.headers.get('x-petrel-replica'));
+  }
+  check(byHdr.join() === byUser.join() && new Set(byHdr).size === 2, 'user field routes as the same header',
+        { byHdr, byUser });
 
   // Kill the replica that holds conversation 0.
   const dead = convs[0].t1.replica;
