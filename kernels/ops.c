@@ -30,7 +30,7 @@
 // Compiles f twice: for any x86-64 and for Haswell (FMA, AVX2), chosen
 // once at load (ifunc). Same IEEE operations, so the same bits.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define PT_FAST __attribute__((target_clones("arch=haswell", "default")))
+#define PT_FAST __attribute__((target_clones("avx512f", "fma", "default")))
 #else
 #define PT_FAST
 #endif
@@ -76,7 +76,17 @@ PT_FAST void pt_rmsnorm(float *y, const float *x, const float *w, int64_t n, flo
 
 // One lane of ggml_v_expf (AVX-512): exp(x) = 2^n * p(b) with n = round(x /
 // ln 2) by the 1.5 * 2^23 trick, b = x - n ln 2 in two fused steps, p a
-// degree-5 polynomial in Estrin form; |n| > 192 gives 0 or +inf.
+// degree-5 polynomial in Estrin form; |n| > 192 gives 0 or +inf. Branch-free
+// so that the loops calling it vectorise.
+static inline float pow2i(int k) // 2^k, -126 <= k <= 127
+{
+    union {
+        uint32_t u;
+        float f;
+    } v = {.u = (uint32_t)(k + 127) << 23};
+    return v.f;
+}
+
 static inline float v_expf(float x)
 {
     const float r = 0x1.8p23f;
@@ -86,11 +96,14 @@ static inline float v_expf(float x)
     const float u = b * b;
     const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
                          fmaf(0x1.ffffecp-1f, b, 1.0f));
-    if (fabsf(n) > 192.0f) // (x = -inf gives n = -inf: 0)
-        return n > 0 ? INFINITY : 0.0f;
-    if (n != n)
-        return n; // NaN in, NaN out
-    return ldexpf(j, (int)n); // vscalefps: exact scaling, rounded once if subnormal
+    // j * 2^n as vscalefps: two exact power-of-two factors, so that a
+    // subnormal or overflowing result is rounded once.
+    const float nlo = n >= -192.0f ? n : -192.0f; // (NaN: -192, overridden by j's NaN)
+    const int k = (int)(nlo <= 192.0f ? nlo : 192.0f);
+    const int k1 = k < -126 ? k + 126 : k > 127 ? k - 127 : 0;
+    const float res = j * pow2i(k1) * pow2i(k - k1);
+    const float alt = n > 0 ? INFINITY : 0.0f; // (x = -inf gives n = -inf: 0)
+    return fabsf(n) > 192.0f ? alt : res;
 }
 
 float pt_expf_ggml(float x)
@@ -117,12 +130,28 @@ PT_FAST void pt_softmax_at(float *x, const int32_t *pos, int64_t n)
     for (int64_t i = 1; i < n; i++)
         m = x[i] > m ? x[i] : m;
     double sum = 0;
+    if (!pos) { // positions 0..n-1: whole chunks, the last one zero-padded
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++)
+            x[i] = v_expf(x[i] - m);
+        for (int64_t i0 = 0; i0 < n; i0 += 16) {
+            float lane[16];
+            memset(lane, 0, sizeof lane);
+            memcpy(lane, x + i0, sizeof(float) * (size_t)(n - i0 < 16 ? n - i0 : 16));
+            sum += (double)reduce16(lane);
+        }
+        const float inv = (float)(1.0 / sum);
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++)
+            x[i] *= inv;
+        return;
+    }
     float lane[16];
     memset(lane, 0, sizeof lane);
-    int64_t chunk = pos ? pos[0] / 16 : 0;
+    int64_t chunk = pos[0] / 16;
     for (int64_t i = 0; i < n; i++) {
-        const int64_t p = pos ? pos[i] : i;
-        assert(i == 0 || !pos || pos[i] > pos[i - 1]);
+        const int64_t p = pos[i];
+        assert(i == 0 || pos[i] > pos[i - 1]);
         if (p / 16 != chunk) {
             sum += (double)reduce16(lane);
             memset(lane, 0, sizeof lane);
@@ -148,6 +177,7 @@ PT_FAST void pt_swiglu(float *out, const float *gate, const float *up, int64_t n
 {
     assert(n >= 0);
     const int64_t nv = n / 16 * 16;
+#pragma omp simd
     for (int64_t i = 0; i < nv; i++) {
         const float g = gate[i];
         out[i] = g / (1.0f + v_expf(0.0f - g)) * up[i];
@@ -188,28 +218,36 @@ PT_FAST float pt_dot_f32_ggml(const float *a, const float *b, int64_t n)
 // tinyBLAS (llamafile sgemm, AVX-512) for V^T p over the key positions:
 // out[i] = reduce16(lanes), lane L accumulating fmaf(p[j], row_j[i], .) over
 // the keys whose position is L mod 16, in position order (masked positions
-// add exact zeros). Rows: row j at rows + (pos ? pos[j] : j) * ld.
+// add exact zeros). Rows: row j at rows + (pos ? pos[j] : j) * ld. The 16
+// lanes of WC columns at a time live in a stack block (16 KiB), each key's
+// row added to its lane's vector (an axpy), then the lanes reduced.
 PT_FAST void pt_wsum_rows(float *out, const float *p, const int32_t *pos, const float *rows, int64_t n, int64_t d,
                           int64_t ld)
 {
     assert(n >= 0 && d >= 0);
-    for (int64_t i0 = 0; i0 < d; i0 += 16) {
-        const int w = d - i0 < 16 ? (int)(d - i0) : 16;
-        float acc[16][16]; // (lane, column)
-        memset(acc, 0, sizeof acc);
+    enum { WC = 256 };
+    float acc[16][WC]; // (lane, column)
+    for (int64_t i0 = 0; i0 < d; i0 += WC) {
+        const int w = d - i0 < WC ? (int)(d - i0) : WC;
+        for (int k = 0; k < 16; k++)
+            memset(acc[k], 0, sizeof(float) * (size_t)w);
         for (int64_t j = 0; j < n; j++) {
             const int64_t t = pos ? pos[j] : j;
             const float *r = rows + (size_t)t * (size_t)ld + i0;
             float *a = acc[t % 16];
             const float pj = p[j];
+#pragma omp simd
             for (int c = 0; c < w; c++)
                 a[c] = fmaf(pj, r[c], a[c]);
         }
+        // reduce16 per column: t_k = a_k + a_{k+8}, ((t0+t4)+(t2+t6)) + ((t1+t5)+(t3+t7))
+#pragma omp simd
         for (int c = 0; c < w; c++) {
-            float l[16];
-            for (int k = 0; k < 16; k++)
-                l[k] = acc[k][c];
-            out[i0 + c] = reduce16(l);
+            const float t0 = acc[0][c] + acc[8][c], t1 = acc[1][c] + acc[9][c];
+            const float t2 = acc[2][c] + acc[10][c], t3 = acc[3][c] + acc[11][c];
+            const float t4 = acc[4][c] + acc[12][c], t5 = acc[5][c] + acc[13][c];
+            const float t6 = acc[6][c] + acc[14][c], t7 = acc[7][c] + acc[15][c];
+            out[i0 + c] = ((t0 + t4) + (t2 + t6)) + ((t1 + t5) + (t3 + t7));
         }
     }
 }
