@@ -142,12 +142,16 @@ static int restore_prefix(srv_engine *e, const petrel_token *ids, int n)
         bi = srv_kv_best(e->kv, ids, n, &kept);
     }
     int use = live;
-    if (bi >= 0 && kept > live) {
+    // A kept state can fail to load (damaged, or its file removed by another
+    // replica sharing the directory): it is dropped and the next best tried.
+    for (int tries = 0; bi >= 0 && kept > use && tries < 4; tries++) {
         char err[512];
-        if (srv_kv_restore(e->kv, bi, c, err, sizeof err) == 0)
+        if (srv_kv_restore(e->kv, bi, c, err, sizeof err) == 0) {
             use = srv_lcp(petrel_kv_tokens(c), petrel_kv_len(c), ids, n);
-        else
-            use = 0; // the context is empty after a failed load
+            break;
+        }
+        use = 0; // the context is empty after a failed load
+        bi = srv_kv_best(e->kv, ids, n, &kept);
     }
     if (use > n - 1)
         use = n - 1;

@@ -21,9 +21,12 @@ int srv_lcp(const petrel_token *a, int na, const petrel_token *b, int nb)
     return i;
 }
 
-static uint64_t tok_hash(const petrel_token *t, int n)
+// File name hash of a token history; seeded with the model signature so
+// that replicas of different models sharing a directory never write the
+// same name for the same tokens.
+static uint64_t tok_hash(uint64_t seed, const petrel_token *t, int n)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = seed;
     for (int i = 0; i < n; i++)
         h = (h ^ (uint32_t)t[i]) * 0x100000001b3ull;
     return h ^ (uint64_t)n;
@@ -149,6 +152,9 @@ srv_kvstore *srv_kv_new(const char *dir, uint64_t ram_budget, int max_entries, p
     }
     memcpy(s->sig, blob, SRV_KV_SIG);
     free(blob);
+    s->name_seed = 0xcbf29ce484222325ull;
+    for (int i = 0; i < SRV_KV_SIG; i++)
+        s->name_seed = (s->name_seed ^ s->sig[i]) * 0x100000001b3ull;
     s->ram_budget = ram_budget;
     s->max_entries = max_entries > 0 ? max_entries : 64;
     if (dir) {
@@ -253,7 +259,7 @@ int srv_kv_add(srv_kvstore *s, petrel_context *c, char *err, size_t errlen)
     memcpy(e.tokens, t, sizeof *t * (size_t)n);
     if (s->dir) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/%016llx.pkv", s->dir, (unsigned long long)tok_hash(t, n));
+        snprintf(path, sizeof path, "%s/%016llx.pkv", s->dir, (unsigned long long)tok_hash(s->name_seed, t, n));
         pt_err pe = {{0}};
         if (pt_write_file_atomic(path, e.blob, e.blob_len, &pe) < 0)
             snprintf(err, errlen, "%s", pe.msg); // kept in RAM only

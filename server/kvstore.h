@@ -37,6 +37,7 @@ typedef struct srv_kvstore {
     char *skip[SRV_KV_SKIP]; // (n_skip) files not to index again: unreadable or another model's
     int n_skip;
     unsigned char sig[SRV_KV_SIG]; // head of this model's state files
+    uint64_t name_seed;            // hash of sig: file names differ between models
 } srv_kvstore;
 
 // Creates a store for states of c's model; dir may be NULL. With a dir,

@@ -125,3 +125,88 @@ Test(replicas, failover_resumes_from_shared_kv_dir, .timeout = 300)
     free(kv);
     free(model);
 }
+
+// cached_tokens and the generated ids of a /v1/completions response.
+static int cached_of(const char *resp, char *ids, size_t idlen)
+{
+    json_object *o = json_tokener_parse(resp), *u, *d, *c, *ch, *t;
+    cr_assert(o, "not JSON: %s", resp);
+    cr_assert(json_object_object_get_ex(o, "usage", &u) && json_object_object_get_ex(u, "prompt_tokens_details", &d) &&
+                  json_object_object_get_ex(d, "cached_tokens", &c),
+              "%s", resp);
+    int n = json_object_get_int(c);
+    cr_assert(json_object_object_get_ex(o, "choices", &ch) &&
+                  json_object_object_get_ex(json_object_array_get_idx(ch, 0), "token_ids", &t),
+              "%s", resp);
+    snprintf(ids, idlen, "%s", json_object_to_json_string(t));
+    json_object_put(o);
+    return n;
+}
+
+// The number of *.pkv files in dir, and (name != NULL) the first one's name.
+static int pkv_files(const char *dir, char *name, size_t namelen)
+{
+    char *out = NULL;
+    tu_sh(&out, "cd '%s' && ls *.pkv 2>/dev/null | sort", dir);
+    int n = 0;
+    for (char *p = out; p && *p; p++)
+        n += *p == '\n';
+    if (name) {
+        size_t l = strcspn(out ? out : "", "\n");
+        snprintf(name, namelen, "%.*s", (int)l, out ? out : "");
+    }
+    free(out);
+    return n;
+}
+
+// Two quantisations of one model (same shapes, same tokens, different
+// identity) share a --kv-dir: each replica keeps its own states, never
+// loads, overwrites or deletes the other's, and resumes from its own.
+Test(replicas, other_models_states_left_alone, .timeout = 180)
+{
+    char *qa = tu_tiny_model("q8_0"), *qb = tu_tiny_model("f32");
+    char *kv = tu_tmpdir("kvmixed"), extra[1400], *resp = NULL;
+    snprintf(extra, sizeof extra, "--kv-dir '%s' --usage none", kv);
+    const char *req = "{\"prompt\":[5,17,200,33,8,91,7],\"max_tokens\":4,\"temperature\":0,\"return_token_ids\":true}";
+    char ids_a[512], ids[512];
+
+    st_server a = st_start(qa, extra);
+    cr_assert_eq(st_http(&a, "POST", "/v1/completions", req, NULL, &resp), 200, "%s", resp);
+    cached_of(resp, ids_a, sizeof ids_a);
+    free(resp);
+    st_stop(&a);
+    char file_a[256];
+    cr_assert_eq(pkv_files(kv, file_a, sizeof file_a), 1, "expected one state file in %s", kv);
+    char path_a[1400];
+    snprintf(path_a, sizeof path_a, "%s/%s", kv, file_a);
+    size_t len_a, len2;
+    void *bytes_a = tu_read(path_a, &len_a);
+    cr_assert(bytes_a);
+
+    st_server b = st_start(qb, extra);
+    cr_assert_eq(st_http(&b, "POST", "/v1/completions", req, NULL, &resp), 200, "%s", resp);
+    cr_assert_eq(cached_of(resp, ids, sizeof ids), 0, "the other quantisation's state was used: %s", resp);
+    free(resp);
+    cr_assert_eq(st_http(&b, "POST", "/v1/completions", req, NULL, &resp), 200, "%s", resp);
+    cr_assert_gt(cached_of(resp, ids, sizeof ids), 0, "own state not reused: %s", resp);
+    free(resp);
+    st_stop(&b);
+    void *now = tu_read(path_a, &len2);
+    cr_assert(now && len2 == len_a && !memcmp(now, bytes_a, len_a), "%s was deleted or overwritten by the other model",
+              path_a);
+    free(now);
+    cr_assert_eq(pkv_files(kv, NULL, 0), 2, "expected both models' states in %s", kv);
+
+    // A restarted replica of the first model resumes from its own state only.
+    a = st_start(qa, extra);
+    cr_assert_eq(st_http(&a, "POST", "/v1/completions", req, NULL, &resp), 200, "%s", resp);
+    cr_assert_gt(cached_of(resp, ids, sizeof ids), 0, "own state not found after a restart: %s", resp);
+    cr_assert_str_eq(ids, ids_a, "resumed output differs");
+    free(resp);
+    st_stop(&a);
+    free(bytes_a);
+    tu_rmrf(kv);
+    free(kv);
+    free(qa);
+    free(qb);
+}
