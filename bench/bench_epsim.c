@@ -167,10 +167,10 @@ static void place(int n_expert, int R, const uint64_t *heat, int pl, int rep, in
 }
 
 // Per-layer figures of one rank count and placement over the measured tokens.
-typedef struct lstat {
+typedef struct layer_stat {
     double remote_ranks;   // mean other ranks a token is sent to
     double imbalance;      // max rank expert-uses / mean
-} lstat;
+} layer_stat;
 
 // LRU over one layer's measured tokens, warmed on the training part: the
 // mean misses per measured token. Tokens go in steps of `batch` (a prefill
@@ -231,7 +231,10 @@ static double lru_misses(const trace *t, int layer, int first, int cap, int batc
     return measured ? (double)miss / (double)measured : 0;
 }
 
-static lstat sim_layer(const trace *t, int layer, int first, int R, const int *owner)
+// One layer's measured tokens under a placement (owner, -1 = replicated):
+// the mean number of other ranks each token is sent to (its home is token
+// ordinal mod R), and the busiest rank's expert uses over the mean.
+static layer_stat sim_layer(const trace *t, int layer, int first, int R, const int *owner)
 {
     uint64_t uses[MAX_RANKS] = {0}, remote = 0, measured = 0;
     int tok = 0;
@@ -252,7 +255,7 @@ static lstat sim_layer(const trace *t, int layer, int first, int R, const int *o
         hit &= ~(1ull << home);
         remote += (uint64_t)__builtin_popcountll(hit);
     }
-    lstat s = {0};
+    layer_stat s = {0};
     if (!measured)
         return s;
     s.remote_ranks = (double)remote / (double)measured;
@@ -412,7 +415,7 @@ int main(int argc, char **argv)
         for (int r = 0; r < o.n_ranks; r++)
             for (int p = 0; p < N_PL; p++) {
                 place(E, o.ranks[r], heat + (size_t)l * E, p, rep[r], owner);
-                lstat s = sim_layer(&t, l, first[l], o.ranks[r], owner);
+                layer_stat s = sim_layer(&t, l, first[l], o.ranks[r], owner);
                 const double mb = s.remote_ranks * vec / 1e6;
                 tot[r][p] += mb;
                 imb[r][p] += s.imbalance / n_moe;
