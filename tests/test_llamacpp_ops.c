@@ -1,0 +1,133 @@
+// tests/test_llamacpp_ops.c — Petrel's float ops (kernels/ops.h) against
+// llama.cpp's own intermediate tensors (tests/fixtures/llamacpp/intermediates,
+// README there): each op is fed the tensors llama.cpp fed it and must give
+// llama.cpp's output bit for bit. These are the ops whose last-ulp
+// differences used to flip 8-bit activation roundings between the two
+// engines on quantised files (issue 11); test_llamacpp_files checks the whole
+// network (Q4_K file: logits bit for bit).
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "tests/testutil.h"
+
+enum { T = 33, H = 4, EMB = 256, QD = 176, KVL = 160, CELLS = 256, FF = 512 };
+
+static float *load(const char *name, size_t want)
+{
+    char rel[128];
+    snprintf(rel, sizeof rel, "llamacpp/intermediates/%s.f32", name);
+    char *path = tu_fixture(rel);
+    size_t len = 0;
+    float *p = tu_read(path, &len);
+    cr_assert(p, "cannot read %s", path);
+    cr_assert_eq(len, want * sizeof(float), "%s: %zu bytes", path, len);
+    free(path);
+    return p;
+}
+
+// Counts the floats of a and b whose bits differ.
+static int ndiff(const float *a, const float *b, size_t n)
+{
+    int d = 0;
+    for (size_t i = 0; i < n; i++)
+        d += memcmp(a + i, b + i, sizeof(float)) != 0;
+    return d;
+}
+
+static const pt_kernel_path paths[] = {PT_PATH_SCALAR, PT_PATH_AVX2, PT_PATH_AVXVNNI, PT_PATH_AVX512};
+
+Test(llamacpp_ops, rms_norm)
+{
+    float *x = load("embd", (size_t)EMB * T), *want = load("norm-0", (size_t)EMB * T);
+    float ones[EMB], y[EMB * T];
+    for (int i = 0; i < EMB; i++)
+        ones[i] = 1.0f;
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+        if (!pt_kernel_path_supported(paths[p]))
+            continue;
+        pt_kernel_set_path(paths[p]);
+        for (int b = 0; b < T; b++)
+            pt_rmsnorm(y + b * EMB, x + b * EMB, ones, EMB, 1e-6f);
+        cr_expect_eq(ndiff(y, want, (size_t)EMB * T), 0, "rms norm (%s path) differs from ggml's",
+                     pt_kernel_path_name());
+    }
+    pt_kernel_set_path(PT_PATH_AUTO);
+    free(x);
+    free(want);
+}
+
+// kq, kq_soft_max and kqv of block 0, every head and query position.
+Test(llamacpp_ops, attention_scores_softmax_and_weighted_sum)
+{
+    float *q = load("Qcur-0", (size_t)QD * H * T), *k = load("Kcur-0", (size_t)QD * T);
+    float *v = load("Vcur-0", (size_t)KVL * T), *kq = load("kq-0", (size_t)CELLS * T * H);
+    float *sm = load("kq_soft_max-0", (size_t)CELLS * T * H), *kqv = load("kqv-0", (size_t)KVL * T * H);
+    const float scale = 0x1.7f3e3p-3f; // ggml_soft_max_ext's scale in llama.cpp's graph
+    int dkq = 0, dsm = 0, dsp = 0, dkqv = 0;
+    for (int h = 0; h < H; h++)
+        for (int b = 0; b < T; b++) {
+            const int n = b + 1; // causal: cells 0..b
+            float sc[T], sc2[T], out[KVL];
+            int32_t pos[T];
+            for (int t = 0; t < n; t++) {
+                const float s = pt_dot_f32_ggml(q + ((size_t)b * H + h) * QD, k + (size_t)t * QD, QD);
+                dkq += memcmp(&s, &kq[((size_t)h * T + b) * CELLS + t], sizeof s) != 0;
+                sc[t] = kq[((size_t)h * T + b) * CELLS + t] * scale;
+                pos[t] = t;
+            }
+            memcpy(sc2, sc, sizeof(float) * (size_t)n);
+            pt_softmax(sc, n);
+            pt_softmax_at(sc2, pos, n); // the sparse (DSA) entry with every key kept
+            const float *ws = sm + ((size_t)h * T + b) * CELLS;
+            dsm += ndiff(sc, ws, (size_t)n);
+            dsp += ndiff(sc2, ws, (size_t)n);
+            for (int t = n; t < CELLS; t++)
+                cr_assert_eq(ws[t], 0.0f); // masked cells: exactly 0, so leaving them out is exact
+            pt_wsum_rows(out, ws, NULL, v, n, KVL, KVL);
+            dkqv += ndiff(out, kqv + ((size_t)h * T + b) * KVL, KVL);
+        }
+    cr_expect_eq(dkq, 0, "%d attention scores differ from ggml's kq", dkq);
+    cr_expect_eq(dsm, 0, "%d probabilities differ from ggml's kq_soft_max", dsm);
+    cr_expect_eq(dsp, 0, "%d probabilities (positions given) differ from ggml's kq_soft_max", dsp);
+    cr_expect_eq(dkqv, 0, "%d weighted-sum values differ from ggml's kqv", dkqv);
+    free(q);
+    free(k);
+    free(v);
+    free(kq);
+    free(sm);
+    free(kqv);
+}
+
+Test(llamacpp_ops, swiglu)
+{
+    float *g = load("ffn_gate-0", (size_t)FF * T), *u = load("ffn_up-0", (size_t)FF * T);
+    float *want = load("ffn_swiglu-0", (size_t)FF * T);
+    float *y = malloc(sizeof(float) * FF * T);
+    pt_swiglu(y, g, u, (int64_t)FF * T);
+    cr_expect_eq(ndiff(y, want, (size_t)FF * T), 0, "SwiGLU differs from ggml's");
+    memcpy(y, g, sizeof(float) * FF * T);
+    pt_swiglu(y, y, u, (int64_t)FF * T); // in place
+    cr_expect_eq(ndiff(y, want, (size_t)FF * T), 0, "SwiGLU in place differs from ggml's");
+    free(y);
+    free(g);
+    free(u);
+    free(want);
+}
+
+// ggml_v_expf against double exp: within 3e-7 relative on [-80, 80]; 0 at
+// -inf, +inf past its range, NaN through.
+Test(llamacpp_ops, expf_ggml_range)
+{
+    for (float x = -80.0f; x <= 80.0f; x += 0.0137f) {
+        const double e = exp((double)x), r = pt_expf_ggml(x);
+        cr_assert(fabs(r - e) <= 3e-7 * e, "exp(%a): %a vs %a", x, r, e);
+    }
+    cr_assert_eq(pt_expf_ggml(-INFINITY), 0.0f);
+    cr_assert_eq(pt_expf_ggml(200.0f), INFINITY);
+    cr_assert(isnan(pt_expf_ggml(NAN)));
+}
