@@ -207,19 +207,25 @@ static TGTI __m256 iq4nl_scales8(const pt_blk_iq4_nl *x, const block_q8_0 *y)
     return _mm256_mul_ps(_mm256_cvtph_ps(dw), _mm256_cvtph_ps(dx));
 }
 
-// Blocks b, b + 1 into ggml's even / odd accumulators: each block's eight
-// lanes (positions 4l .. 4l + 3, l < 4 from the first half) times its
-// d_x * d_w broadcast from dd (lanes k, k + 1 of an iq4nl_scales8 vector).
+// ggml's even / odd accumulators acc1, acc2 are kept half-major: AL =
+// lanes 0..3 of acc1 | lanes 0..3 of acc2, AH = lanes 4..7 of both (the
+// layout the pair's dot products come in, so no shuffle of data per pair;
+// every lane takes the same fmas in the same order).
+// One pair (blocks b, b + 1): their lane sums times d_x * d_w, broadcast
+// per 128-bit lane from lanes k, k + 1 of dd.
+static TGTI void iq4nl_acc2(__m256i sL, __m256i sH, __m256 dd, int k, __m256 *AL, __m256 *AH)
+{
+    const __m256 d = _mm256_permutevar8x32_ps(dd, _mm256_setr_epi32(k, k, k, k, k + 1, k + 1, k + 1, k + 1));
+    *AL = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sL), *AL);
+    *AH = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sH), *AH);
+}
+
 static TGTI void iq4nl_pair_acc(const pt_blk_iq4_nl *x, const block_q8_0 *y, __m256i tab, __m256 dd, int k,
-                                __m256 *acc1, __m256 *acc2)
+                                __m256 *AL, __m256 *AH)
 {
     const iq4_pair p = iq4nl_pair(x, y, tab);
     const __m256i ones = _mm256_set1_epi16(1);
-    const __m256i sL = dot_signed(p.L, p.qL, ones), sH = dot_signed(p.H, p.qH, ones);
-    const __m256 d0 = _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(k));
-    const __m256 d1 = _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(k + 1));
-    *acc1 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(_mm256_permute2x128_si256(sL, sH, 0x20)), *acc1);
-    *acc2 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(_mm256_permute2x128_si256(sL, sH, 0x31)), *acc2);
+    iq4nl_acc2(dot_signed(p.L, p.qL, ones), dot_signed(p.H, p.qH, ones), dd, k, AL, AH);
 }
 
 // d_x * d_w of blocks b, b + 1 as lanes 0 and 1.
@@ -232,10 +238,11 @@ static TGTI __m256 iq4nl_scales2(const pt_blk_iq4_nl *x, const block_q8_0 *y)
 
 // ggml's pairs and scalar tail (the contract above pt_vdot_iq4_nl_scalar).
 static TGTI float iq4nl_tail(const pt_blk_iq4_nl *x, const block_q8_0 *y, int64_t b, int64_t nb, __m256i tab,
-                             __m256 acc1, __m256 acc2)
+                             __m256 AL, __m256 AH)
 {
     for (; b + 1 < nb; b += 2)
-        iq4nl_pair_acc(x + b, y + b, tab, iq4nl_scales2(x + b, y + b), 0, &acc1, &acc2);
+        iq4nl_pair_acc(x + b, y + b, tab, iq4nl_scales2(x + b, y + b), 0, &AL, &AH);
+    const __m256 acc1 = _mm256_permute2f128_ps(AL, AH, 0x20), acc2 = _mm256_permute2f128_ps(AL, AH, 0x31);
     float s = hsum8(_mm256_add_ps(acc1, acc2));
     if (b < nb) {
         const int32_t t = hsum_i32(dot_signed(iq4_levels(x[b].qs), _mm256_loadu_si256((const __m256i *)y[b].qs),
@@ -252,14 +259,14 @@ TGT float pt_vdot_iq4_nl_avx2(const void *w, const void *xq, int64_t n)
     const block_q8_0 *y = xq;
     const int64_t nb = n / QK, nb8 = nb / 8 * 8;
     const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl));
-    __m256 acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps();
+    __m256 AL = _mm256_setzero_ps(), AH = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb8; b += 8) {
         const __m256 dd = iq4nl_scales8(x + b, y + b);
 #pragma GCC unroll 4
         for (int k = 0; k < 8; k += 2)
-            iq4nl_pair_acc(x + b + k, y + b + k, tab, dd, k, &acc1, &acc2);
+            iq4nl_pair_acc(x + b + k, y + b + k, tab, dd, k, &AL, &AH);
     }
-    return iq4nl_tail(x, y, nb8, nb, tab, acc1, acc2);
+    return iq4nl_tail(x, y, nb8, nb, tab, AL, AH);
 }
 
 // ---- IQ2 ---------------------------------------------------------------------
@@ -460,6 +467,10 @@ TGT float pt_vdot_iq3_s_avx2(const void *w, const void *xq, int64_t n)
 // IQ1_S: the grid values g in {-1, 0, 1} in ggml's lanes; the delta term
 // sum_ib e_ib ls_ib (bsum_2ib + bsum_2ib+1) as one madd of the Q8_K block
 // sums with e_ib ls_ib (each word twice) and an integer hsum.
+// The IQ1 grid values are signs, so ls * g * q8 per value is one maddubs of
+// the scale bytes (u8, <= 15) with q8 signed by g: pairs of at most
+// 2 * 15 * 127, summed over the 8 blocks of a super-block in int16
+// (<= 30480, no overflow), widened to ggml's int32 lanes once (madd 1).
 TGT float pt_vdot_iq1_s_avx2(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK_K == 0);
@@ -476,7 +487,7 @@ TGT float pt_vdot_iq1_s_avx2(const void *w, const void *xq, int64_t n)
         const __m128i els = _mm_sign_epi16(_mm256_castsi256_si128(ls), _mm_or_si128(_mm_srai_epi16(qhv, 15), _mm_set1_epi16(1)));
         const __m256i eld = _mm256_set_m128i(_mm_unpackhi_epi16(els, els), _mm_unpacklo_epi16(els, els));
         const int32_t sumi1 = hsum_i32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), eld));
-        __m256i sum = _mm256_setzero_si256();
+        __m256i sum16 = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *q = x[i].qs + 4 * ib;
@@ -485,10 +496,11 @@ TGT float pt_vdot_iq1_s_avx2(const void *w, const void *xq, int64_t n)
                                                 (int64_t)pt_iq1s_grid[q[2] | ((qh << 2) & 0x700)],
                                                 (int64_t)pt_iq1s_grid[q[1] | ((qh << 5) & 0x700)],
                                                 (int64_t)pt_iq1s_grid[q[0] | ((qh << 8) & 0x700)]);
-            const __m256i sc = _mm256_shuffle_epi8(ls, _mm256_set1_epi16((int16_t)((2 * ib + 1) << 8 | 2 * ib)));
+            const __m256i sc8 = _mm256_shuffle_epi8(ls, _mm256_set1_epi8((char)(2 * ib)));
             const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
-            sum = _mm256_add_epi32(sum, dot_signed(g, q8, sc));
+            sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(sc8, _mm256_sign_epi8(q8, g)));
         }
+        const __m256i sum = _mm256_madd_epi16(sum16, _mm256_set1_epi16(1));
         const float d = y[i].d * h2f(x[i].d);
         vacc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum), vacc);
         accum1 = fmaf(d, (float)sumi1, accum1);
@@ -497,13 +509,13 @@ TGT float pt_vdot_iq1_s_avx2(const void *w, const void *xq, int64_t n)
 }
 
 // IQ1_M: the grid values g in {-1, 0, 1} and, separately, the delta
-// signs e = +-1 of each 8-group, each in ggml's lanes with the same scales.
+// signs e = +-1 of each 8-group, each in ggml's lanes with the same scales
+// (both in int16 per super-block as IQ1_S's grid values).
 TGT float pt_vdot_iq1_m_avx2(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK_K == 0);
     const pt_blk_iq1_m *x = w;
     const block_q8_K *y = xq;
-    const __m256i ones8 = _mm256_set1_epi8(1);
     __m256 vacc = _mm256_setzero_ps(), vacc2 = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         // the 16 3-bit scales as 2 * s + 1, int16: qword k of the vector holds
@@ -522,7 +534,7 @@ TGT float pt_vdot_iq1_m_avx2(const void *w, const void *xq, int64_t n)
         const __m128i n7 = _mm_cmpeq_epi8(_mm_and_si128(qhv, _mm_set1_epi8(-128)), _mm_set1_epi8(-128));
         const __m256i E0 = _mm256_broadcastsi128_si256(_mm_or_si128(_mm_unpacklo_epi8(n3, n7), _mm_set1_epi8(1)));
         const __m256i E1 = _mm256_broadcastsi128_si256(_mm_or_si128(_mm_unpackhi_epi8(n3, n7), _mm_set1_epi8(1)));
-        __m256i sum = _mm256_setzero_si256(), sum2 = _mm256_setzero_si256();
+        __m256i sum16 = _mm256_setzero_si256(), sum16e = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *q = x[i].qs + 4 * ib;
@@ -536,11 +548,13 @@ TGT float pt_vdot_iq1_m_avx2(const void *w, const void *xq, int64_t n)
                                                 (int64_t)pt_iq1s_grid[q[0] | ((h0 << 8) & 0x700)]);
             const __m256i e = _mm256_shuffle_epi8(ib < 4 ? E0 : E1, esel);
             const int k = ib % 2 ? 4 + ib / 2 : ib / 2; // word of block ib in each lane of ls
-            const __m256i sc = _mm256_shuffle_epi8(ls, _mm256_set1_epi16((int16_t)((2 * k + 1) << 8 | 2 * k)));
+            const __m256i sc8 = _mm256_shuffle_epi8(ls, _mm256_set1_epi8((char)(2 * k)));
             const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
-            sum = _mm256_add_epi32(sum, dot_signed(g, q8, sc));
-            sum2 = _mm256_add_epi32(sum2, mul_scaled(ones8, _mm256_sign_epi8(q8, e), sc));
+            sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(sc8, _mm256_sign_epi8(q8, g)));
+            sum16e = _mm256_add_epi16(sum16e, _mm256_maddubs_epi16(sc8, _mm256_sign_epi8(q8, e)));
         }
+        const __m256i sum = _mm256_madd_epi16(sum16, _mm256_set1_epi16(1));
+        const __m256i sum2 = _mm256_madd_epi16(sum16e, _mm256_set1_epi16(1));
         const __m256 d = _mm256_set1_ps(y[i].d * _cvtsh_ss(pt_iq1m_scale(&x[i])));
         vacc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), vacc);
         vacc2 = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum2), vacc2);
@@ -558,34 +572,27 @@ __m256i fold512(__m512i v)
 
 // ---- AVX-512 VNNI: the 32-block types, where dpbusd replaces maddubs + madd
 
-// IQ4_NL blocks b .. b + 3 with 512-bit registers (the levels biased to
-// unsigned as in pt_vdot_iq4_xs_avx512 below), as ggml's lanes: *A = blocks
-// b, b + 1 (eight lanes each, positions 4l .. 4l + 3), *B = blocks b + 2, b + 3.
+// IQ4_NL blocks b, b + 1 in one 512-bit register, in ggml's lane order:
+// the weights as [low nibbles of b | high of b | low of b + 1 | high of
+// b + 1] (each block's 16 bytes broadcast to two 128-bit lanes, shifted by
+// 0 / 4 per lane) meet the two blocks' quants as they are stored, so lanes
+// 0..7 are block b's ggml lanes and 8..15 block b + 1's.
 static inline __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline))
-void iq4nl_quad_vnni(const pt_blk_iq4_nl *x, const block_q8_0 *y, __m512i tab, __m512i *A, __m512i *B)
+__m512i iq4nl_pair_vnni(const pt_blk_iq4_nl *x, const block_q8_0 *y, __m512i tab)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f), bias = _mm512_set1_epi8(-128);
-    __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)x[0].qs));
-    q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)x[1].qs), 1);
-    q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)x[2].qs), 2);
-    q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)x[3].qs), 3);
-    const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[0].qs)),
+    const __m512i shift = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x[0].qs))),
+                                         _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x[1].qs)), 1);
+    const __m512i W = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srlv_epi64(q, shift), m4));
+    const __m512i Q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[0].qs)),
                                          _mm256_loadu_si256((const __m256i *)y[1].qs), 1);
-    const __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[2].qs)),
-                                         _mm256_loadu_si256((const __m256i *)y[3].qs), 1);
-    const __m512i qL = _mm512_shuffle_i64x2(a, b, 0x88), qH = _mm512_shuffle_i64x2(a, b, 0xdd);
-    const __m512i L = _mm512_shuffle_epi8(tab, _mm512_and_si512(q, m4));
-    const __m512i H = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
     const __m512i z = _mm512_setzero_si512();
-    // 128-bit lane k of tL / tH: block b + k, its first / second half
-    const __m512i tL = _mm512_sub_epi32(_mm512_dpbusd_epi32(z, L, qL), _mm512_dpbusd_epi32(z, bias, qL));
-    const __m512i tH = _mm512_sub_epi32(_mm512_dpbusd_epi32(z, H, qH), _mm512_dpbusd_epi32(z, bias, qH));
-    *A = _mm512_permutex2var_epi64(tL, _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), tH);
-    *B = _mm512_permutex2var_epi64(tL, _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15), tH);
+    return _mm512_sub_epi32(_mm512_dpbusd_epi32(z, W, Q), _mm512_dpbusd_epi32(z, bias, Q));
 }
 
-// The even / odd accumulators of ggml's pairs side by side in one 512-bit
-// register (low half: even blocks).
+// ggml's even / odd accumulators side by side in one 512-bit register
+// (acc1 | acc2), one pair of blocks per step.
 TGT512 float pt_vdot_iq4_nl_avx512(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK == 0);
@@ -594,6 +601,7 @@ TGT512 float pt_vdot_iq4_nl_avx512(const void *w, const void *xq, int64_t n)
     const int64_t nb = n / QK, nb8 = nb / 8 * 8;
     const __m512i tab = _mm512_broadcast_i32x4(
         _mm_add_epi8(_mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl), _mm_set1_epi8(-128)));
+    // d_x * d_w of pair k (blocks 2k, 2k + 1) per half of the register
     const __m512i spread[4] = {_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
                                _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
                                _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5),
@@ -601,16 +609,15 @@ TGT512 float pt_vdot_iq4_nl_avx512(const void *w, const void *xq, int64_t n)
     __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb8; b += 8) {
         const __m512 dd = _mm512_castps256_ps512(iq4nl_scales8(x + b, y + b));
-        __m512i A, B;
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            iq4nl_quad_vnni(x + b + 4 * h, y + b + 4 * h, tab, &A, &B);
-            acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread[2 * h], dd), _mm512_cvtepi32_ps(A), acc);
-            acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread[2 * h + 1], dd), _mm512_cvtepi32_ps(B), acc);
-        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread[k], dd),
+                                  _mm512_cvtepi32_ps(iq4nl_pair_vnni(x + b + 2 * k, y + b + 2 * k, tab)), acc);
     }
+    // the AVX2 tail takes the accumulators half-major
+    const __m256 acc1 = _mm512_castps512_ps256(acc), acc2 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
     const __m256i tab2 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl));
-    return iq4nl_tail(x, y, nb8, nb, tab2, _mm512_castps512_ps256(acc), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
+    return iq4nl_tail(x, y, nb8, nb, tab2, _mm256_permute2f128_ps(acc1, acc2, 0x20), _mm256_permute2f128_ps(acc1, acc2, 0x31));
 }
 
 // IQ4_XS with 512-bit registers, four 32-blocks per step. AVX-512 has no
