@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels/qtypes.h"
+#include "kernels/qt_iq.h"
 #include "kernels/qt_iq_grid.h"
 #include "tests/testutil.h"
 
@@ -491,6 +492,48 @@ Test(iq_vdot, llamacpp_x86_bit_identical)
     for (size_t k = 0; k < N_IQ_TYPES; k++)
         cr_assert_geq(per_type[IQ_TYPES[k]], 12, "%u: too few cases", IQ_TYPES[k]);
     cr_log_info("%d llama.cpp cases bit-identical", checked);
+    json_object_put(root);
+    free(bin);
+    free(js);
+    free(bn);
+}
+
+// The same fixture's IQ4_NL cases through llamafile_sgemm (llama.cpp's
+// batched product): pt_vdot_iq4_nl_sgemm_* give its floats bit for bit.
+Test(iq_vdot, llamacpp_sgemm_iq4_nl_bit_identical)
+{
+    char *js = tu_fixture("llamacpp_vdot_iq/cases.json"), *bn = tu_fixture("llamacpp_vdot_iq/cases.bin");
+    json_object *root = json_object_from_file(js), *cases, *v;
+    size_t blen = 0;
+    uint8_t *bin = tu_read(bn, &blen);
+    cr_assert(root && bin, "fixture %s", js);
+    cr_assert(json_object_object_get_ex(root, "iq4_nl_sgemm", &cases));
+    pt_vdot_fn fns[2] = {pt_vdot_iq4_nl_sgemm_scalar, pt_vdot_iq4_nl_sgemm_avx2};
+    int checked = 0;
+    for (size_t k = 0; k < json_object_array_length(cases); k++) {
+        json_object *c = json_object_array_get_idx(cases, k);
+        const int64_t n = json_object_get_int64(json_object_object_get(c, "n"));
+        const int rows = json_object_get_int(json_object_object_get(c, "rows"));
+        const int nv = json_object_get_int(json_object_object_get(c, "vectors"));
+        const int64_t woff = json_object_get_int64(json_object_array_get_idx(json_object_object_get(c, "w"), 0));
+        const int64_t qoff = json_object_get_int64(json_object_array_get_idx(json_object_object_get(c, "xq"), 0));
+        cr_assert(json_object_object_get_ex(c, "dot_bits", &v));
+        const size_t rb = (size_t)(n / 32 * 18), ab = pt_act_row_bytes(PT_Q8_0, n);
+        cr_assert_leq((size_t)qoff + (size_t)nv * ab, blen);
+        for (int vi = 0; vi < nv; vi++)
+            for (int r = 0; r < rows; r++) {
+                const uint32_t want = (uint32_t)json_object_get_int64(json_object_array_get_idx(v, (size_t)(vi * rows + r)));
+                for (int p = 0; p < 2; p++) {
+                    if (!fns[p] || !path_available(p))
+                        continue;
+                    const float got = fns[p](bin + woff + (size_t)r * rb, bin + qoff + (size_t)vi * ab, n);
+                    cr_expect_eq(fbits(got), want, "sgemm case %zu (n=%lld) row %d vector %d path %d: %.9g", k,
+                                 (long long)n, r, vi, p, got);
+                }
+                checked++;
+            }
+    }
+    cr_assert_geq(checked, 96);
     json_object_put(root);
     free(bin);
     free(js);
