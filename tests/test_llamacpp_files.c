@@ -160,6 +160,45 @@ FILE_TEST(q2_k_mix, "Q2_K-mix")
 FILE_TEST(q4_k_m, "Q4_K_M")
 FILE_TEST(iq2_m, "IQ2_M")
 
+// Bit-exact on a file of LC_EXACT types also token by token (llama.cpp's
+// fixture logits are one batch; it gives the same bits one token per
+// ubatch, README) and with other thread counts: case 3 (64 tokens).
+Test(llamacpp_files, q4_k_exact_incremental_any_threads)
+{
+    char *path = model_path("Q4_K");
+    if (access(path, R_OK) != 0) {
+        free(path);
+        cr_skip_test("no Q4_K file");
+    }
+    const int k = 3, n = lc_case_len[3];
+    size_t nt;
+    int32_t *tok = tu_golden_i32("case3_tokens.i32.bin", &nt);
+    float *ref = lc_fixture("logits", "Q4_K", k, "f32", (size_t)n * LC_VOCAB * sizeof(float));
+    cr_assert(ref);
+    const int threads[2] = {1, 3};
+    for (int ti = 0; ti < 2; ti++) {
+        char err[1024];
+        petrel_model_params mp = petrel_model_default_params();
+        mp.n_threads = threads[ti];
+        mp.no_usage = true;
+        petrel_model *m = petrel_model_open(path, &mp, err, sizeof err);
+        cr_assert(m, "%s: %s", path, err);
+        petrel_context *c = petrel_context_new(m, NULL, err, sizeof err);
+        cr_assert(c, "%s", err);
+        for (int t = 0; t < n; t++) {
+            cr_assert_eq(petrel_decode(c, &tok[t], NULL, 1, PETREL_LOGITS_LAST), 0, "%s", petrel_context_error(c));
+            const float d = lc_row_diff(petrel_get_logits(c, 0), ref + (size_t)t * LC_VOCAB);
+            cr_expect(d == 0.0f, "Q4_K, %d threads, token %d of case 3 fed alone: %g from llama.cpp's logits", threads[ti],
+                      t, d);
+        }
+        petrel_context_free(c);
+        petrel_model_close(m);
+    }
+    free(ref);
+    free(tok);
+    free(path);
+}
+
 // The split copy of the Q4_K_M file (llama-gguf-split, 3 parts), opened by
 // its first part: llama.cpp's logits on it are those of the whole file.
 Test(llamacpp_files, q4_k_m_split)
