@@ -4,8 +4,9 @@
 // dequantize_row_iq*, bit for bit); ggml's lookup tables through spot
 // values copied from ggml-common.h; for the dot products a double-precision
 // dot of the dequantised weights with the dequantised activations (within
-// a bound derived from the magnitudes), and bit equality of every compiled
-// path with the scalar one.
+// a bound derived from the magnitudes), bit equality of every compiled
+// path with the scalar one, and llama.cpp's own x86 vec_dot / tinyBLAS
+// results (tests/fixtures/llamacpp_vdot_iq), bit for bit on every path.
 #include <criterion/criterion.h>
 #include <json-c/json.h>
 #include <math.h>
