@@ -68,33 +68,40 @@ Test(llamacpp_ops, attention_scores_softmax_and_weighted_sum)
     float *v = load("Vcur-0", (size_t)KVL * T), *kq = load("kq-0", (size_t)CELLS * T * H);
     float *sm = load("kq_soft_max-0", (size_t)CELLS * T * H), *kqv = load("kqv-0", (size_t)KVL * T * H);
     const float scale = 0x1.7f3e3p-3f; // ggml_soft_max_ext's scale in llama.cpp's graph
-    int dkq = 0, dsm = 0, dsp = 0, dkqv = 0;
-    for (int h = 0; h < H; h++)
-        for (int b = 0; b < T; b++) {
-            const int n = b + 1; // causal: cells 0..b
-            float sc[T], sc2[T], out[KVL];
-            int32_t pos[T];
-            for (int t = 0; t < n; t++) {
-                const float s = pt_dot_f32_ggml(q + ((size_t)b * H + h) * QD, k + (size_t)t * QD, QD);
-                dkq += memcmp(&s, &kq[((size_t)h * T + b) * CELLS + t], sizeof s) != 0;
-                sc[t] = kq[((size_t)h * T + b) * CELLS + t] * scale;
-                pos[t] = t;
+    for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
+        if (!pt_kernel_path_supported(paths[pi]))
+            continue;
+        pt_kernel_set_path(paths[pi]);
+        int dkq = 0, dsm = 0, dsp = 0, dkqv = 0;
+        for (int h = 0; h < H; h++)
+            for (int b = 0; b < T; b++) {
+                const int n = b + 1; // causal: cells 0..b
+                float sc[T], sc2[T], out[KVL];
+                int32_t pos[T];
+                for (int t = 0; t < n; t++) {
+                    const float s = pt_dot_f32_ggml(q + ((size_t)b * H + h) * QD, k + (size_t)t * QD, QD);
+                    dkq += memcmp(&s, &kq[((size_t)h * T + b) * CELLS + t], sizeof s) != 0;
+                    sc[t] = kq[((size_t)h * T + b) * CELLS + t] * scale;
+                    pos[t] = t;
+                }
+                memcpy(sc2, sc, sizeof(float) * (size_t)n);
+                pt_softmax(sc, n);
+                pt_softmax_at(sc2, pos, n); // the sparse (DSA) entry with every key kept
+                const float *ws = sm + ((size_t)h * T + b) * CELLS;
+                dsm += ndiff(sc, ws, (size_t)n);
+                dsp += ndiff(sc2, ws, (size_t)n);
+                for (int t = n; t < CELLS; t++)
+                    cr_assert_eq(ws[t], 0.0f); // masked cells: exactly 0, so leaving them out is exact
+                pt_wsum_rows(out, ws, NULL, v, n, KVL, KVL);
+                dkqv += ndiff(out, kqv + ((size_t)h * T + b) * KVL, KVL);
             }
-            memcpy(sc2, sc, sizeof(float) * (size_t)n);
-            pt_softmax(sc, n);
-            pt_softmax_at(sc2, pos, n); // the sparse (DSA) entry with every key kept
-            const float *ws = sm + ((size_t)h * T + b) * CELLS;
-            dsm += ndiff(sc, ws, (size_t)n);
-            dsp += ndiff(sc2, ws, (size_t)n);
-            for (int t = n; t < CELLS; t++)
-                cr_assert_eq(ws[t], 0.0f); // masked cells: exactly 0, so leaving them out is exact
-            pt_wsum_rows(out, ws, NULL, v, n, KVL, KVL);
-            dkqv += ndiff(out, kqv + ((size_t)h * T + b) * KVL, KVL);
-        }
-    cr_expect_eq(dkq, 0, "%d attention scores differ from ggml's kq", dkq);
-    cr_expect_eq(dsm, 0, "%d probabilities differ from ggml's kq_soft_max", dsm);
-    cr_expect_eq(dsp, 0, "%d probabilities (positions given) differ from ggml's kq_soft_max", dsp);
-    cr_expect_eq(dkqv, 0, "%d weighted-sum values differ from ggml's kqv", dkqv);
+        const char *pn = pt_kernel_path_name();
+        cr_expect_eq(dkq, 0, "%s path: %d attention scores differ from ggml's kq", pn, dkq);
+        cr_expect_eq(dsm, 0, "%s path: %d probabilities differ from ggml's kq_soft_max", pn, dsm);
+        cr_expect_eq(dsp, 0, "%s path: %d probabilities (positions given) differ from ggml's kq_soft_max", pn, dsp);
+        cr_expect_eq(dkqv, 0, "%s path: %d weighted-sum values differ from ggml's kqv", pn, dkqv);
+    }
+    pt_kernel_set_path(PT_PATH_AUTO);
     free(q);
     free(k);
     free(v);
@@ -108,11 +115,18 @@ Test(llamacpp_ops, swiglu)
     float *g = load("ffn_gate-0", (size_t)FF * T), *u = load("ffn_up-0", (size_t)FF * T);
     float *want = load("ffn_swiglu-0", (size_t)FF * T);
     float *y = malloc(sizeof(float) * FF * T);
-    pt_swiglu(y, g, u, (int64_t)FF * T);
-    cr_expect_eq(ndiff(y, want, (size_t)FF * T), 0, "SwiGLU differs from ggml's");
-    memcpy(y, g, sizeof(float) * FF * T);
-    pt_swiglu(y, y, u, (int64_t)FF * T); // in place
-    cr_expect_eq(ndiff(y, want, (size_t)FF * T), 0, "SwiGLU in place differs from ggml's");
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+        if (!pt_kernel_path_supported(paths[p]))
+            continue;
+        pt_kernel_set_path(paths[p]);
+        pt_swiglu(y, g, u, (int64_t)FF * T);
+        cr_expect_eq(ndiff(y, want, (size_t)FF * T), 0, "SwiGLU (%s path) differs from ggml's", pt_kernel_path_name());
+        memcpy(y, g, sizeof(float) * FF * T);
+        pt_swiglu(y, y, u, (int64_t)FF * T); // in place
+        cr_expect_eq(ndiff(y, want, (size_t)FF * T), 0, "SwiGLU in place (%s path) differs from ggml's",
+                     pt_kernel_path_name());
+    }
+    pt_kernel_set_path(PT_PATH_AUTO);
     free(y);
     free(g);
     free(u);
