@@ -8,9 +8,11 @@
 // take far longer than the measurement), warms the expert cache up, then
 // decodes NGEN tokens at positions N.. with the indexer on and again, after
 // truncating back to N, with it off (the two alternate token by token; the
-// median token time counts). Prints one line per (N, mode):
+// fastest token counts — the work per token is fixed, so on a shared machine
+// the best time is the least disturbed one; the median is printed too).
+// Prints one line per (N, mode):
 //
-//   LONGCTX ctx=N mode=dsa|dense tok_s=… ms_per_tok=… attn_ms=… indexer_ms=…
+//   LONGCTX ctx=N mode=dsa|dense tok_s=… ms_per_tok=… median_ms=… attn_ms=… indexer_ms=…
 //
 // attn_ms is the MLA attention per token and layer sum (indexer excluded),
 // indexer_ms the indexer's scoring and selection per token; then
@@ -128,7 +130,7 @@ int main(int argc, char **argv)
         double ti, ta, t[2][64], sum_i[2] = {0}, sum_a[2] = {0};
         decode_one(c, n, 7, &ti, &ta); // warm-up: experts read, pages touched
         // The two modes alternate token by token at the same position, so
-        // that a busy machine slows both alike; the median time counts.
+        // that a busy machine slows both alike; the best time counts.
         // Which mode goes first alternates too: the second run of a token
         // finds some of the same weights still in the CPU caches.
         for (int g = 0; g < ngen; g++)
@@ -142,9 +144,9 @@ int main(int argc, char **argv)
         for (int mode = 0; mode < 2; mode++) {
             qsort(t[mode], (size_t)ngen, sizeof(double), cmp_d);
             const double med = ngen % 2 ? t[mode][ngen / 2] : 0.5 * (t[mode][ngen / 2 - 1] + t[mode][ngen / 2]);
-            printf("LONGCTX ctx=%d mode=%s tok_s=%.3f ms_per_tok=%.2f attn_ms=%.2f indexer_ms=%.2f\n", n,
-                   mode == 0 ? "dsa" : "dense", 1.0 / med, 1e3 * med, 1e3 * sum_a[mode] / ngen,
-                   1e3 * sum_i[mode] / ngen);
+            printf("LONGCTX ctx=%d mode=%s tok_s=%.3f ms_per_tok=%.2f median_ms=%.2f attn_ms=%.2f indexer_ms=%.2f\n",
+                   n, mode == 0 ? "dsa" : "dense", 1.0 / t[mode][0], 1e3 * t[mode][0], 1e3 * med,
+                   1e3 * sum_a[mode] / ngen, 1e3 * sum_i[mode] / ngen);
             fflush(stdout);
         }
         petrel_context_free(c);

@@ -6,10 +6,11 @@
 # default types, everything resident), with DSA and with the indexer disabled
 # (dense MLA), side by side in one run (bench/bench_longctx.c: the caches are
 # filled with synthetic rows up to each context length instead of a prefill;
-# the two modes alternate token by token at the same position).
+# the two modes alternate token by token at the same position, and the
+# fastest of NGEN tokens counts: the least disturbed on a shared machine).
 #
 # Prints per context length and mode
-#   LONGCTX ctx=… mode=dsa|dense tok_s=… ms_per_tok=… attn_ms=… indexer_ms=…
+#   LONGCTX ctx=… mode=dsa|dense tok_s=… ms_per_tok=… median_ms=… attn_ms=… indexer_ms=…
 # (attn_ms: MLA attention over the cached keys per token, all layers;
 # indexer_ms: the indexer's key, scoring and selection work per token), then
 #   CHECK dsa_over_dense_1k=…
@@ -34,7 +35,12 @@ THREADS=${THREADS:-0}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" --target petrel bench_longctx -j2 >/dev/null
+if ! cmake --build "$BUILD" --target petrel bench_longctx -j2 >/tmp/longctx-build.$$ 2>&1; then
+    cat /tmp/longctx-build.$$ >&2
+    rm -f /tmp/longctx-build.$$
+    exit 1
+fi
+rm -f /tmp/longctx-build.$$
 
 if [ ! -f "$MODEL" ]; then
     mkdir -p "$(dirname "$MODEL")"
