@@ -540,3 +540,62 @@ Test(iq_vdot, llamacpp_sgemm_iq4_nl_bit_identical)
     free(js);
     free(bn);
 }
+
+// The panel-sequence products (qt_iq_panel*.c, llama.cpp's IQ panel GEMM):
+// within the float bound of the dequantised dot, every compiled path equal
+// to the scalar one bit for bit, and the scalar one equal to the contract
+// written out plainly here: one fmaf per super-block of the exact integer
+// sum, recovered from ggml's own dequantisation (value = dl * q, dl = dfac *
+// integer scale; the integer sum is sum(value / dfac) * q8, exact in double).
+typedef struct {
+    uint32_t t;
+    pt_vdot_fn f[PT_QPATH_N];
+    float c; // dfac / d_w
+} panel_fns;
+
+Test(iq_vdot, panel_sequence)
+{
+    const panel_fns P[] = {
+        {PT_IQ2_XXS, {pt_vdot_iq2_xxs_panel_scalar, pt_vdot_iq2_xxs_panel_avx2, pt_vdot_iq2_xxs_panel_avx512}, 0.125f},
+        {PT_IQ2_XS, {pt_vdot_iq2_xs_panel_scalar, pt_vdot_iq2_xs_panel_avx2, pt_vdot_iq2_xs_panel_avx512}, 0.125f},
+        {PT_IQ2_S, {pt_vdot_iq2_s_panel_scalar, pt_vdot_iq2_s_panel_avx2, pt_vdot_iq2_s_panel_avx512}, 0.125f},
+        {PT_IQ3_XXS, {pt_vdot_iq3_xxs_panel_scalar, pt_vdot_iq3_xxs_panel_avx2, NULL}, 0.25f},
+        {PT_IQ3_S, {pt_vdot_iq3_s_panel_scalar, pt_vdot_iq3_s_panel_avx2, NULL}, 1.0f},
+        {PT_IQ1_S, {pt_vdot_iq1_s_panel_scalar, pt_vdot_iq1_s_panel_avx2, NULL}, 0.125f},
+        {PT_IQ1_M, {pt_vdot_iq1_m_panel_scalar, pt_vdot_iq1_m_panel_avx2, NULL}, 0.125f},
+        {PT_IQ4_XS, {pt_vdot_iq4_xs_panel_scalar, pt_vdot_iq4_xs_panel_avx2, pt_vdot_iq4_xs_panel_avx512}, 1.0f},
+    };
+    const int64_t n = 2048;
+    for (size_t k = 0; k < sizeof P / sizeof P[0]; k++) {
+        const pt_qtraits *q = pt_qtraits_of(P[k].t);
+        uint8_t *w = malloc((size_t)(n / q->blck * q->bytes));
+        void *xq = aligned_alloc(64, (pt_act_row_bytes(q->act, n) + 63) / 64 * 64);
+        float *wf = malloc((size_t)n * 4), *xf = malloc((size_t)n * 4);
+        for (int rep = 0; rep < 8; rep++) {
+            rand_weights(P[k].t, w, n);
+            rand_act(q->act, xq, xf, n, rep < 6 ? 0 : rep - 5);
+            q->dequant(w, wf, n);
+            const block_q8_K *y = xq;
+            float acc = 0.0f;
+            for (int64_t i = 0; i < n / QK_K; i++) {
+                const uint8_t *blk = w + i * q->bytes;
+                const uint16_t dh = P[k].t == PT_IQ1_M ? pt_iq1m_scale((const pt_blk_iq1_m *)blk) : pt_iq_u16(blk);
+                const float dfac = pt_fp16_to_f32(dh) * P[k].c;
+                double isum = 0;
+                for (int j = 0; j < QK_K; j++)
+                    isum += (double)wf[i * QK_K + j] / dfac * y[i].qs[j];
+                if (dfac == 0.0f)
+                    isum = 0; // 0 * anything: the dequantised row cannot tell; nor does the product
+                cr_assert(isum == nearbyint(isum) && fabs(isum) < 2147483648.0, "%s: integer sum %.17g", q->name, isum);
+                acc = fmaf(dfac * y[i].d, (float)isum, acc);
+            }
+            const float s = P[k].f[PT_QPATH_SCALAR](w, xq, n);
+            if (acc == acc)
+                cr_assert_eq(fbits(s), fbits(acc), "%s rep %d: %.9g vs contract %.9g", q->name, rep, s, acc);
+            for (int p = 1; p < PT_QPATH_N; p++)
+                if (P[k].f[p] && path_available(p))
+                    cr_assert_eq(fbits(P[k].f[p](w, xq, n)), fbits(s), "%s path %d rep %d", q->name, p, rep);
+        }
+        free(w); free(xq); free(wf); free(xf);
+    }
+}

@@ -1,0 +1,699 @@
+// kernels/qt_iq_panel_x86.c — AVX2 / AVX-512 paths of the panel-sequence
+// i-quant dot products (qt_iq_panel.c has the contract: one f32 fma per
+// super-block of its exact integer sum), bit-identical to the scalar ones.
+// The integer sums are computed with vector instructions and reduced to the
+// same exact int32 (integer addition is associative). Compiled per function
+// with target attributes (no -march flag).
+//
+// Products (AVX2): a weight magnitude (u8) times an activation quant with
+// the weight's sign folded in (sign_epi8, never overflowing: quants are in
+// [-127, 127]); maddubs sums pairs into int16 (|pair| <= 2 * 127 * 127 <
+// 2^15, no saturation), madd with the block scale widens to int32. The IQ1
+// types fold grid value and delta into one int8 weight 8 g + e (|.| <= 9),
+// as llama.cpp's panel does. AVX-512 (IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S; the
+// others use their AVX2 function there): dpbusd of the IQ4 levels biased to
+// unsigned (w + 128) minus dpbusd of 128, both exact int32, or 64 values per
+// maddubs / madd. The block loops are unrolled: the scale selection and
+// index arithmetic then fold into constants.
+#include "kernels/qt_iq.h"
+#include "kernels/qt_iq_grid.h"
+#include "kernels/qtypes.h"
+#include "kernels/kern_internal.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+#define TGT __attribute__((target("avx2,fma,f16c")))
+#define TGTI __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+#define TGT512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+static TGTI float h2f(const uint8_t *p) { return _cvtsh_ss(pt_iq_u16(p)); }
+
+static TGTI int32_t hsum_i32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+// u8 magnitudes `w` times signed quants `q` (signs already applied), pairs
+// summed to int16, then madd with the int16 scales `sc` into int32 lanes.
+static TGTI __m256i mul_scaled(__m256i w, __m256i q, __m256i sc)
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, q), sc);
+}
+
+// Eight sign bytes (one per 8 values; bit j of byte l = value 8l + j is
+// negative) of 32 values -> +1 / -1 per value. `bytes` holds the 4 sign bytes
+// of the 32 values in its low 32 bits.
+static TGTI __m256i signs_from_bytes(uint32_t bytes)
+{
+    const __m256i sel = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                          0x0101010101010101, 0x0000000000000000);
+    const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201ull);
+    const __m256i s = _mm256_shuffle_epi8(_mm256_set1_epi32((int32_t)bytes), sel);
+    const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(s, bit), bit);
+    return _mm256_or_si256(neg, _mm256_set1_epi8(1));
+}
+
+// Four 7-bit ksigns indices (bits 0..27 of `aux`) -> +1 / -1 per value.
+static TGTI __m256i signs_from_ksigns(uint32_t aux)
+{
+    return _mm256_set_epi64x((int64_t)pt_ksigns_pm1[(aux >> 21) & 127], (int64_t)pt_ksigns_pm1[(aux >> 14) & 127],
+                             (int64_t)pt_ksigns_pm1[(aux >> 7) & 127], (int64_t)pt_ksigns_pm1[aux & 127]);
+}
+
+// ---- IQ4_NL / IQ4_XS -------------------------------------------------------
+
+// The 32 levels of one IQ4 32-block (16 nibble bytes) as int8, in value order.
+static TGTI __m256i iq4_levels(const uint8_t *q)
+{
+    const __m128i tab = _mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl);
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m128i b = _mm_loadu_si128((const __m128i *)q);
+    return _mm256_set_m128i(_mm_shuffle_epi8(tab, _mm_and_si128(_mm_srli_epi16(b, 4), m4)),
+                            _mm_shuffle_epi8(tab, _mm_and_si128(b, m4)));
+}
+
+// Exact dot of signed levels `w` with quants `q`: |w| x sign(q, w).
+static TGTI __m256i dot_signed(__m256i w, __m256i q, __m256i sc)
+{
+    return mul_scaled(_mm256_sign_epi8(w, w), _mm256_sign_epi8(q, w), sc);
+}
+
+// The 8 scales (6-bit, minus 32) of an IQ4_XS super-block as int32 lanes.
+static TGTI __m256i iq4xs_scales32(const pt_blk_iq4_xs *b)
+{
+    const __m256i sl = _mm256_set1_epi32((int32_t)pt_iq_u32(b->scales_l));
+    const __m256i sh = _mm256_set1_epi32(pt_iq_u16(b->scales_h));
+    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(sl, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                                        _mm256_set1_epi32(0xf));
+    const __m256i hi = _mm256_slli_epi32(
+        _mm256_and_si256(_mm256_srlv_epi32(sh, _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)), _mm256_set1_epi32(3)), 4);
+    return _mm256_sub_epi32(_mm256_or_si256(lo, hi), _mm256_set1_epi32(32));
+}
+
+// The same as int16 lanes 0..7 of a 128-bit vector.
+static TGTI __m128i iq4xs_scales(const pt_blk_iq4_xs *b)
+{
+    const __m256i ls = iq4xs_scales32(b);
+    return _mm_packs_epi32(_mm256_castsi256_si128(ls), _mm256_extracti128_si256(ls, 1));
+}
+
+// Two IQ4_XS 32-blocks (2j, 2j+1) at once: one 32-byte load of their nibbles
+// gives, after the level lookup, the first halves of both blocks (L) and the
+// second halves (H); the activation quants are regrouped to match, and each
+// 128-bit lane meets its own block's scale (int16 in `sc`).
+static TGTI __m256i iq4xs_pair(const uint8_t *qs, const int8_t *q8, __m256i tab, __m256i sc)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i q = _mm256_loadu_si256((const __m256i *)qs);
+    const __m256i L = _mm256_shuffle_epi8(tab, _mm256_and_si256(q, m4));
+    const __m256i H = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+    const __m256i a = _mm256_loadu_si256((const __m256i *)q8), b = _mm256_loadu_si256((const __m256i *)(q8 + 32));
+    const __m256i qL = _mm256_permute2x128_si256(a, b, 0x20), qH = _mm256_permute2x128_si256(a, b, 0x31);
+    return _mm256_add_epi32(dot_signed(L, qL, sc), dot_signed(H, qH, sc));
+}
+
+TGT float pt_vdot_iq4_xs_panel_avx2(const void *w, const void *xq, int64_t n)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_iq4_xs *x = w;
+    const block_q8_K *y = xq;
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl));
+    // int16 scale words (2j, 2j+1) into the low / high 128-bit lanes
+    const __m256i pick[4] = {
+        _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3),
+        _mm256_setr_epi8(4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7),
+        _mm256_setr_epi8(8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11,
+                         10, 11, 10, 11),
+        _mm256_setr_epi8(12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 14, 15, 14, 15, 14, 15, 14, 15,
+                         14, 15, 14, 15, 14, 15, 14, 15)};
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m256i ls = _mm256_broadcastsi128_si256(iq4xs_scales(&x[i]));
+        __m256i sum = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++)
+            sum = _mm256_add_epi32(sum, iq4xs_pair(x[i].qs + 32 * j, y[i].qs + 64 * j, tab,
+                                                   _mm256_shuffle_epi8(ls, pick[j])));
+        const float ds = h2f(x[i].d) * y[i].d;
+        acc = fmaf(ds, (float)hsum_i32(sum), acc);
+    }
+    return acc;
+}
+
+// IQ4_NL blocks b, b + 1 as AVX2 operands: L / H = the levels of the first /
+// second halves of both blocks (block b in the low 128-bit lane), qL / qH
+// the activation quants regrouped to match.
+typedef struct {
+    __m256i L, H, qL, qH;
+} iq4_pair;
+
+static TGTI iq4_pair iq4nl_pair(const pt_blk_iq4_nl *x, const block_q8_0 *y, __m256i tab)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i q = _mm256_loadu2_m128i((const __m128i *)x[1].qs, (const __m128i *)x[0].qs);
+    const __m256i a = _mm256_loadu_si256((const __m256i *)y[0].qs), b = _mm256_loadu_si256((const __m256i *)y[1].qs);
+    return (iq4_pair){_mm256_shuffle_epi8(tab, _mm256_and_si256(q, m4)),
+                      _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4)),
+                      _mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31)};
+}
+
+// Four pair results (lanes 0..3: block 2k, 4..7: block 2k + 1 of pair k) ->
+// lane j = block j's exact sum.
+static TGTI __m256i fold_pairs(__m256i r0, __m256i r1, __m256i r2, __m256i r3)
+{
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(r0, r1), _mm256_hadd_epi32(r2, r3));
+    return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// d_w[b] * d_x[b] of blocks b0 .. b0 + 7 (exact products of fp16 values).
+static TGTI __m256 iq4nl_scales8(const pt_blk_iq4_nl *x, const block_q8_0 *y)
+{
+    // four fp16 scales per 64-bit word, assembled in general registers
+    // (fewer vector-shuffle uops than eight 16-bit inserts)
+    uint64_t w0 = 0, w1 = 0, x0 = 0, x1 = 0;
+    for (int k = 0; k < 4; k++) {
+        w0 |= (uint64_t)pt_iq_u16(x[k].d) << 16 * k;
+        w1 |= (uint64_t)pt_iq_u16(x[k + 4].d) << 16 * k;
+        x0 |= (uint64_t)y[k].d << 16 * k;
+        x1 |= (uint64_t)y[k + 4].d << 16 * k;
+    }
+    const __m128i dw = _mm_insert_epi64(_mm_cvtsi64_si128((long long)w0), (long long)w1, 1);
+    const __m128i dx = _mm_insert_epi64(_mm_cvtsi64_si128((long long)x0), (long long)x1, 1);
+    return _mm256_mul_ps(_mm256_cvtph_ps(dw), _mm256_cvtph_ps(dx));
+}
+
+static TGTI __m256i iq4nl_pair_dot_avx2(const pt_blk_iq4_nl *x, const block_q8_0 *y, __m256i tab)
+{
+    const iq4_pair p = iq4nl_pair(x, y, tab);
+    const __m256i ones = _mm256_set1_epi16(1);
+    return _mm256_add_epi32(dot_signed(p.L, p.qL, ones), dot_signed(p.H, p.qH, ones));
+}
+
+
+// ---- IQ2 ---------------------------------------------------------------------
+
+TGT float pt_vdot_iq2_xxs_panel_avx2(const void *w, const void *xq, int64_t n)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_iq2_xxs *x = w;
+    const block_q8_K *y = xq;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int ib = 0; ib < 8; ib++) {
+            const uint8_t *q = x[i].qs + 8 * ib;
+            const uint32_t aux = pt_iq_u32(q + 4);
+            const __m256i g = _mm256_set_epi64x((int64_t)pt_iq2xxs_grid[q[3]], (int64_t)pt_iq2xxs_grid[q[2]],
+                                                (int64_t)pt_iq2xxs_grid[q[1]], (int64_t)pt_iq2xxs_grid[q[0]]);
+            const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
+            const __m256i sc = _mm256_set1_epi16((int16_t)(2 * (aux >> 28) + 1));
+            sum = _mm256_add_epi32(sum, mul_scaled(g, _mm256_sign_epi8(q8, signs_from_ksigns(aux)), sc));
+        }
+        const float ds = 0.125f * h2f(x[i].d) * y[i].d;
+        acc = fmaf(ds, (float)hsum_i32(sum), acc);
+    }
+    return acc;
+}
+
+// The 16 half scales 2 * s + 1 of an IQ2_XS / IQ2_S super-block (4-bit
+// s, low nibble first) as int16; A holds halves 0..7 (blocks 0..3) in both
+// 128-bit lanes, B halves 8..15.
+static TGTI void iq2_half_scales(const uint8_t *scales, __m256i *A, __m256i *B)
+{
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m128i sc = _mm_loadl_epi64((const __m128i *)scales);
+    const __m128i h = _mm_unpacklo_epi8(_mm_and_si128(sc, m4), _mm_and_si128(_mm_srli_epi16(sc, 4), m4));
+    const __m256i w = _mm256_cvtepu8_epi16(_mm_add_epi8(_mm_add_epi8(h, h), _mm_set1_epi8(1)));
+    *A = _mm256_permute2x128_si256(w, w, 0x00);
+    *B = _mm256_permute2x128_si256(w, w, 0x11);
+}
+
+// Block ib's two half scales from iq2_half_scales: word 2 (ib % 4) of its
+// vector into the low 128-bit lane, word 2 (ib % 4) + 1 into the high one.
+static TGTI __m256i iq2_block_scales(__m256i A, __m256i B, int ib)
+{
+    const int j = ib % 4;
+    const __m256i pick = _mm256_set_m128i(_mm_set1_epi16((int16_t)((4 * j + 3) << 8 | (4 * j + 2))),
+                                          _mm_set1_epi16((int16_t)((4 * j + 1) << 8 | 4 * j)));
+    return _mm256_shuffle_epi8(ib < 4 ? A : B, pick);
+}
+
+// IQ2_XS, four 32-blocks (16 u16 words: 9-bit grid index | 7 sign bits << 9)
+// at a time: the indices are masked in a vector and read back, the 8th sign
+// bit (even parity of the 8) comes from a nibble-parity lookup: parity of
+// bits 0..6 = parity of (bits 0..3 ^ bits 4..6).
+TGT float pt_vdot_iq2_xs_panel_avx2(const void *w, const void *xq, int64_t n)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_iq2_xs *x = w;
+    const block_q8_K *y = xq;
+    const __m256i parity = _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0,
+                                            0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
+    // sign byte of group l (word l of the 4-block group) -> its 8 values
+    const __m256i sel01 = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2,
+                                           4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6);
+    const __m256i sel23 = _mm256_add_epi8(sel01, _mm256_set1_epi8(8));
+    const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201ull);
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i A, B;
+        iq2_half_scales(x[i].scales, &A, &B);
+        __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; half++) {
+            _Alignas(32) uint16_t gi[16];
+            const __m256i qd = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * half));
+            _mm256_store_si256((__m256i *)gi, _mm256_and_si256(qd, _mm256_set1_epi16(511)));
+            const __m256i s7 = _mm256_srli_epi16(qd, 9);
+            const __m256i s8 = _mm256_or_si256(s7, _mm256_shuffle_epi8(parity, _mm256_xor_si256(s7, _mm256_srli_epi16(qd, 13))));
+            const __m256i lo = _mm256_permute2x128_si256(s8, s8, 0x00), hi = _mm256_permute2x128_si256(s8, s8, 0x11);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const int ib = 4 * half + k;
+                const __m256i g = _mm256_set_epi64x((int64_t)pt_iq2xs_grid[gi[4 * k + 3]], (int64_t)pt_iq2xs_grid[gi[4 * k + 2]],
+                                                    (int64_t)pt_iq2xs_grid[gi[4 * k + 1]], (int64_t)pt_iq2xs_grid[gi[4 * k]]);
+                const __m256i sb = _mm256_shuffle_epi8(k < 2 ? lo : hi, k % 2 ? sel23 : sel01);
+                const __m256i sg = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(sb, bit), bit), ones8);
+                const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
+                sum = _mm256_add_epi32(sum, mul_scaled(g, _mm256_sign_epi8(q8, sg), iq2_block_scales(A, B, ib)));
+            }
+        }
+        const float ds = 0.125f * h2f(x[i].d) * y[i].d;
+        acc = fmaf(ds, (float)hsum_i32(sum), acc);
+    }
+    return acc;
+}
+
+// IQ2_S: 10-bit indices (8 from qs, 2 from qh) built for four blocks at a
+// time in a vector and read back; the sign bytes are stored whole.
+TGT float pt_vdot_iq2_s_panel_avx2(const void *w, const void *xq, int64_t n)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_iq2_s *x = w;
+    const block_q8_K *y = xq;
+    const __m128i rep4 = _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m256i shl = _mm256_setr_epi16(256, 64, 16, 4, 256, 64, 16, 4, 256, 64, 16, 4, 256, 64, 16, 4);
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i A, B;
+        iq2_half_scales(x[i].scales, &A, &B);
+        __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; half++) {
+            _Alignas(32) uint16_t gi[16];
+            const __m256i lo = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(x[i].qs + 16 * half)));
+            const __m128i qh = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)pt_iq_u32(x[i].qh + 4 * half)), rep4);
+            const __m256i hi = _mm256_and_si256(_mm256_mullo_epi16(_mm256_cvtepu8_epi16(qh), shl), _mm256_set1_epi16(0x300));
+            _mm256_store_si256((__m256i *)gi, _mm256_or_si256(lo, hi));
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const int ib = 4 * half + k;
+                const __m256i g = _mm256_set_epi64x((int64_t)pt_iq2s_grid[gi[4 * k + 3]], (int64_t)pt_iq2s_grid[gi[4 * k + 2]],
+                                                    (int64_t)pt_iq2s_grid[gi[4 * k + 1]], (int64_t)pt_iq2s_grid[gi[4 * k]]);
+                const __m256i s = signs_from_bytes(pt_iq_u32(x[i].signs + 4 * ib));
+                const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
+                sum = _mm256_add_epi32(sum, mul_scaled(g, _mm256_sign_epi8(q8, s), iq2_block_scales(A, B, ib)));
+            }
+        }
+        const float ds = 0.125f * h2f(x[i].d) * y[i].d;
+        acc = fmaf(ds, (float)hsum_i32(sum), acc);
+    }
+    return acc;
+}
+
+// ---- IQ3 ---------------------------------------------------------------------
+
+TGT float pt_vdot_iq3_xxs_panel_avx2(const void *w, const void *xq, int64_t n)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_iq3_xxs *x = w;
+    const block_q8_K *y = xq;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int ib = 0; ib < 8; ib++) {
+            const uint8_t *q = x[i].qs + 8 * ib;
+            const uint32_t aux = pt_iq_u32(x[i].sas + 4 * ib);
+            const __m256i g = _mm256_set_epi32((int)pt_iq3xxs_grid[q[7]], (int)pt_iq3xxs_grid[q[6]],
+                                               (int)pt_iq3xxs_grid[q[5]], (int)pt_iq3xxs_grid[q[4]],
+                                               (int)pt_iq3xxs_grid[q[3]], (int)pt_iq3xxs_grid[q[2]],
+                                               (int)pt_iq3xxs_grid[q[1]], (int)pt_iq3xxs_grid[q[0]]);
+            const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
+            const __m256i sc = _mm256_set1_epi16((int16_t)(2 * (aux >> 28) + 1));
+            sum = _mm256_add_epi32(sum, mul_scaled(g, _mm256_sign_epi8(q8, signs_from_ksigns(aux)), sc));
+        }
+        const float ds = 0.25f * h2f(x[i].d) * y[i].d;
+        acc = fmaf(ds, (float)hsum_i32(sum), acc);
+    }
+    return acc;
+}
+
+// 4-value IQ3_S grid entries of one 32-block (8 indices: 8 low bits from
+// qs, the 9th from bit k of qh) as one vector. The indices are computed in
+// a vector and read back from memory: cheaper than 8 scalar index sums.
+static TGTI __m256i iq3s_grid8(const uint8_t *qs, int qh)
+{
+    _Alignas(32) uint32_t idx[8];
+    const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qs));
+    const __m256i hi = _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(qh), _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1)),
+                                        _mm256_set1_epi32(256));
+    _mm256_store_si256((__m256i *)idx, _mm256_or_si256(lo, hi));
+    return _mm256_set_epi32((int)pt_iq3s_grid[idx[7]], (int)pt_iq3s_grid[idx[6]], (int)pt_iq3s_grid[idx[5]],
+                            (int)pt_iq3s_grid[idx[4]], (int)pt_iq3s_grid[idx[3]], (int)pt_iq3s_grid[idx[2]],
+                            (int)pt_iq3s_grid[idx[1]], (int)pt_iq3s_grid[idx[0]]);
+}
+
+TGT float pt_vdot_iq3_s_panel_avx2(const void *w, const void *xq, int64_t n)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_iq3_s *x = w;
+    const block_q8_K *y = xq;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int ib = 0; ib < 8; ib++) {
+            const __m256i g = iq3s_grid8(x[i].qs + 8 * ib, x[i].qh[ib]);
+            const __m256i s = signs_from_bytes(pt_iq_u32(x[i].signs + 4 * ib));
+            const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
+            const int sc = ib % 2 ? x[i].scales[ib / 2] >> 4 : x[i].scales[ib / 2] & 0xf;
+            sum = _mm256_add_epi32(sum, mul_scaled(g, _mm256_sign_epi8(q8, s), _mm256_set1_epi16((int16_t)(2 * sc + 1))));
+        }
+        const float ds = h2f(x[i].d) * y[i].d;
+        acc = fmaf(ds, (float)hsum_i32(sum), acc);
+    }
+    return acc;
+}
+
+// ---- IQ1 ---------------------------------------------------------------------
+
+// IQ1_S, as IQ1_M below: one int8 weight c = 8 * g + e per value (e = +-1
+// for the whole 32-block), sum_ib ls_ib * sum_j c_j * q8_j = the scalar
+// isum sum_ib ls_ib * (8 * s_ib + e_ib * b_ib).
+TGT float pt_vdot_iq1_s_panel_avx2(const void *w, const void *xq, int64_t n)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_iq1_s *x = w;
+    const block_q8_K *y = xq;
+    const __m256i eight = _mm256_set1_epi8(8);
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        // per 32-block, from its qh word: scale 2 s + 1 (int16 word ib) and
+        // delta sign +-1 (low byte of word ib), in both 128-bit lanes
+        const __m128i qhv = _mm_loadu_si128((const __m128i *)x[i].qh);
+        const __m256i ls = _mm256_broadcastsi128_si256(
+            _mm_add_epi16(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qhv, 12), _mm_set1_epi16(7)), 1), _mm_set1_epi16(1)));
+        const __m256i es = _mm256_broadcastsi128_si256(_mm_or_si128(_mm_srai_epi16(qhv, 15), _mm_set1_epi16(1)));
+        __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int ib = 0; ib < 8; ib++) {
+            const uint8_t *q = x[i].qs + 4 * ib;
+            const uint16_t qh = pt_iq_u16(x[i].qh + 2 * ib);
+            const __m256i g = _mm256_set_epi64x((int64_t)pt_iq1s_grid[q[3] | ((qh >> 1) & 0x700)],
+                                                (int64_t)pt_iq1s_grid[q[2] | ((qh << 2) & 0x700)],
+                                                (int64_t)pt_iq1s_grid[q[1] | ((qh << 5) & 0x700)],
+                                                (int64_t)pt_iq1s_grid[q[0] | ((qh << 8) & 0x700)]);
+            const __m256i e = _mm256_shuffle_epi8(es, _mm256_set1_epi8((char)(2 * ib)));
+            const __m256i c = _mm256_add_epi8(_mm256_sign_epi8(eight, g), e);
+            const __m256i sc = _mm256_shuffle_epi8(ls, _mm256_set1_epi16((int16_t)((2 * ib + 1) << 8 | 2 * ib)));
+            const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
+            sum = _mm256_add_epi32(sum, mul_scaled(_mm256_sign_epi8(c, c), _mm256_sign_epi8(q8, c), sc));
+        }
+        const float ds = 0.125f * h2f(x[i].d) * y[i].d;
+        acc = fmaf(ds, (float)hsum_i32(sum), acc);
+    }
+    return acc;
+}
+
+// IQ1_M: the grid value and the delta of each weight meet in one int8
+// c = 8 * g + e (g in {-1, 0, 1}, e = +-1, so |c| <= 9), and
+// sum_h ls_h * sum_j c_j * q8_j is exactly the scalar isum
+// sum_h ls_h * (8 * s_h + t_h).
+TGT float pt_vdot_iq1_m_panel_avx2(const void *w, const void *xq, int64_t n)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_iq1_m *x = w;
+    const block_q8_K *y = xq;
+    const __m256i eight = _mm256_set1_epi8(8);
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        // the 16 3-bit scales as 2 * s + 1, int16: qword k of the vector holds
+        // the 4 scale words shifted by 0, 6, 3, 9 bits, so the low 128-bit lane
+        // has the first-half scales of blocks 0 2 4 6 1 3 5 7, the high lane
+        // the second-half ones in the same order
+        uint64_t sw;
+        memcpy(&sw, x[i].scales, 8);
+        __m256i ls = _mm256_srlv_epi64(_mm256_set1_epi64x((int64_t)sw), _mm256_setr_epi64x(0, 6, 3, 9));
+        ls = _mm256_add_epi16(_mm256_slli_epi16(_mm256_and_si256(ls, _mm256_set1_epi16(7)), 1), _mm256_set1_epi16(1));
+        // delta sign of each 8-group g = 4 ib + l: bit 3 (l even) or 7 (l odd)
+        // of qh byte g / 2, as +-1 bytes in group order; E0 = groups 0..15
+        // (blocks 0..3), E1 = groups 16..31, each in both 128-bit lanes
+        const __m128i qhv = _mm_loadu_si128((const __m128i *)x[i].qh);
+        const __m128i n3 = _mm_cmpeq_epi8(_mm_and_si128(qhv, _mm_set1_epi8(0x08)), _mm_set1_epi8(0x08));
+        const __m128i n7 = _mm_cmpeq_epi8(_mm_and_si128(qhv, _mm_set1_epi8(-128)), _mm_set1_epi8(-128));
+        const __m256i E0 = _mm256_broadcastsi128_si256(_mm_or_si128(_mm_unpacklo_epi8(n3, n7), _mm_set1_epi8(1)));
+        const __m256i E1 = _mm256_broadcastsi128_si256(_mm_or_si128(_mm_unpackhi_epi8(n3, n7), _mm_set1_epi8(1)));
+        __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int ib = 0; ib < 8; ib++) {
+            const uint8_t *q = x[i].qs + 4 * ib;
+            const uint8_t h0 = x[i].qh[2 * ib], h1 = x[i].qh[2 * ib + 1];
+            const int g0 = 4 * (ib % 4); // first group of block ib in E0 / E1
+            const __m256i esel = _mm256_set_epi64x(0x0101010101010101 * (g0 + 3), 0x0101010101010101 * (g0 + 2),
+                                                   0x0101010101010101 * (g0 + 1), 0x0101010101010101 * g0);
+            const __m256i g = _mm256_set_epi64x((int64_t)pt_iq1s_grid[q[3] | ((h1 << 4) & 0x700)],
+                                                (int64_t)pt_iq1s_grid[q[2] | ((h1 << 8) & 0x700)],
+                                                (int64_t)pt_iq1s_grid[q[1] | ((h0 << 4) & 0x700)],
+                                                (int64_t)pt_iq1s_grid[q[0] | ((h0 << 8) & 0x700)]);
+            const __m256i e = _mm256_shuffle_epi8(ib < 4 ? E0 : E1, esel);
+            const __m256i c = _mm256_add_epi8(_mm256_sign_epi8(eight, g), e);
+            const int k = ib % 2 ? 4 + ib / 2 : ib / 2; // word of block ib in each lane of ls
+            const __m256i sc = _mm256_shuffle_epi8(ls, _mm256_set1_epi16((int16_t)((2 * k + 1) << 8 | 2 * k)));
+            const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
+            sum = _mm256_add_epi32(sum, mul_scaled(_mm256_sign_epi8(c, c), _mm256_sign_epi8(q8, c), sc));
+        }
+        const float ds = 0.125f * _cvtsh_ss(pt_iq1m_scale(&x[i])) * y[i].d;
+        acc = fmaf(ds, (float)hsum_i32(sum), acc);
+    }
+    return acc;
+}
+
+// ---- AVX-512 VNNI: the 32-block types, where dpbusd replaces maddubs + madd
+
+static inline __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline))
+__m256i iq4_dot_vnni(const uint8_t *qs, const int8_t *q8)
+{
+    const __m128i tab = _mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl);
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    const __m256i wl = _mm256_set_m128i(_mm_shuffle_epi8(tab, _mm_and_si128(_mm_srli_epi16(b, 4), m4)),
+                                        _mm_shuffle_epi8(tab, _mm_and_si128(b, m4)));
+    const __m256i q = _mm256_loadu_si256((const __m256i *)q8);
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(wl, wl), _mm256_sign_epi8(q, wl));
+}
+
+// IQ4_NL blocks b .. b + 3 with 512-bit registers (the levels biased to
+// unsigned as in pt_vdot_iq4_xs_panel_avx512 below): int32 lanes 4k .. 4k + 3 hold
+// partial sums of block b + k.
+static inline __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline))
+__m512i iq4nl_quad_vnni(const pt_blk_iq4_nl *x, const block_q8_0 *y, __m512i tab)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f), bias = _mm512_set1_epi8(-128);
+    __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)x[0].qs));
+    q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)x[1].qs), 1);
+    q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)x[2].qs), 2);
+    q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)x[3].qs), 3);
+    const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[0].qs)),
+                                         _mm256_loadu_si256((const __m256i *)y[1].qs), 1);
+    const __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[2].qs)),
+                                         _mm256_loadu_si256((const __m256i *)y[3].qs), 1);
+    const __m512i qL = _mm512_shuffle_i64x2(a, b, 0x88), qH = _mm512_shuffle_i64x2(a, b, 0xdd);
+    const __m512i L = _mm512_shuffle_epi8(tab, _mm512_and_si512(q, m4));
+    const __m512i H = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+    const __m512i t = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), L, qL), H, qH);
+    const __m512i c = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, qL), bias, qH);
+    return _mm512_sub_epi32(t, c);
+}
+
+
+// IQ4_XS with 512-bit registers, four 32-blocks per step. AVX-512 has no
+// byte sign instruction, so the levels are biased to unsigned (w + 128, in
+// 1..241) for dpbusd and the bias is taken off with a second dpbusd of 128
+// with the same quants: t - c = sum w * q exactly, per 32-bit lane.
+TGT512 float pt_vdot_iq4_xs_panel_avx512(const void *w, const void *xq, int64_t n)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_iq4_xs *x = w;
+    const block_q8_K *y = xq;
+    const __m512i tab = _mm512_broadcast_i32x4(
+        _mm_add_epi8(_mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl), _mm_set1_epi8(-128)));
+    const __m512i m4 = _mm512_set1_epi8(0x0f), bias = _mm512_set1_epi8(-128);
+    // lane j of block group h -> scale of block 4h + j / 4
+    const __m512i spread0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i spread1 = _mm512_add_epi32(spread0, _mm512_set1_epi32(4));
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m512i ls = _mm512_castsi256_si512(iq4xs_scales32(&x[i]));
+        __m512i sum = _mm512_setzero_si512();
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m512i q = _mm512_loadu_si512((const void *)(x[i].qs + 64 * h));
+            const __m512i L = _mm512_shuffle_epi8(tab, _mm512_and_si512(q, m4));
+            const __m512i H = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+            const __m512i a = _mm512_loadu_si512((const void *)(y[i].qs + 128 * h));
+            const __m512i b = _mm512_loadu_si512((const void *)(y[i].qs + 128 * h + 64));
+            const __m512i qL = _mm512_shuffle_i64x2(a, b, 0x88), qH = _mm512_shuffle_i64x2(a, b, 0xdd);
+            const __m512i t = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), L, qL), H, qH);
+            const __m512i c = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, qL), bias, qH);
+            const __m512i sc = _mm512_permutexvar_epi32(h ? spread1 : spread0, ls);
+            sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(_mm512_sub_epi32(t, c), sc));
+        }
+        const float ds = h2f(x[i].d) * y[i].d;
+        acc = fmaf(ds, (float)_mm512_reduce_add_epi32(sum), acc);
+    }
+    return acc;
+}
+
+// ---- AVX-512: IQ2_XXS with 512-bit registers and mask negation ------------
+// (pdep: every AVX-512 BW CPU has BMI2)
+#define TGT512B __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,bmi2")))
+
+// The 4 sign bytes of an IQ2_XXS / IQ3_XXS 32-block: 4 x 7 stored bits
+// (bits 0..27 of aux) spread to bytes, bit 7 of each = parity of its 7
+// (a SWAR fold: bit 0 of byte k ends up as the xor of its 8 bits).
+static inline __attribute__((target("bmi2"), always_inline)) uint32_t ksigns4(uint32_t aux)
+{
+    const uint32_t s = _pdep_u32(aux, 0x7f7f7f7fu);
+    uint32_t t = s ^ (s >> 4);
+    t ^= t >> 2;
+    t ^= t >> 1;
+    return s | (t & 0x01010101u) << 7;
+}
+
+// Two 32-blocks per step: 8 grid entries in one register, the 64 sign bits
+// as a mask that negates the activation quants, the two blocks' scales
+// picked from one vector of the 8 (word 4 ib of the qword lanes).
+TGT512B float pt_vdot_iq2_xxs_panel_avx512(const void *w, const void *xq, int64_t n)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_iq2_xxs *x = w;
+    const block_q8_K *y = xq;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m512i raw = _mm512_loadu_si512((const void *)x[i].qs);
+        const __m512i ls = _mm512_add_epi64(_mm512_slli_epi64(_mm512_srli_epi64(raw, 60), 1), _mm512_set1_epi64(1));
+        __m512i sum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int ib = 0; ib < 8; ib += 2) {
+            const uint8_t *q = x[i].qs + 8 * ib;
+            const __m512i g = _mm512_set_epi64((int64_t)pt_iq2xxs_grid[q[11]], (int64_t)pt_iq2xxs_grid[q[10]],
+                                               (int64_t)pt_iq2xxs_grid[q[9]], (int64_t)pt_iq2xxs_grid[q[8]],
+                                               (int64_t)pt_iq2xxs_grid[q[3]], (int64_t)pt_iq2xxs_grid[q[2]],
+                                               (int64_t)pt_iq2xxs_grid[q[1]], (int64_t)pt_iq2xxs_grid[q[0]]);
+            const __mmask64 neg = (__mmask64)ksigns4(pt_iq_u32(q + 4)) | (__mmask64)ksigns4(pt_iq_u32(q + 12)) << 32;
+            const __m512i q8 = _mm512_loadu_si512((const void *)(y[i].qs + 32 * ib));
+            const __m512i q8s = _mm512_mask_sub_epi8(q8, neg, _mm512_setzero_si512(), q8);
+            const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi16((int16_t)(4 * ib)), _mm256_set1_epi16((int16_t)(4 * ib + 4)), 1);
+            const __m512i sc = _mm512_permutexvar_epi16(pick, ls);
+            sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(g, q8s), sc));
+        }
+        const float ds = 0.125f * h2f(x[i].d) * y[i].d;
+        acc = fmaf(ds, (float)_mm512_reduce_add_epi32(sum), acc);
+    }
+    return acc;
+}
+
+// The 16 half scales 2 s + 1 of an IQ2_XS / IQ2_S super-block as words
+// 0..15 of a 512-bit register, and the pick of blocks ib, ib + 1 from it
+// (words 0..7 <- half 2 ib, 8..15 <- 2 ib + 1, 16..31 <- the next block's).
+static inline __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline))
+__m512i iq2_half_scales512(const uint8_t *scales)
+{
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m128i sc = _mm_loadl_epi64((const __m128i *)scales);
+    const __m128i h = _mm_unpacklo_epi8(_mm_and_si128(sc, m4), _mm_and_si128(_mm_srli_epi16(sc, 4), m4));
+    return _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_add_epi8(_mm_add_epi8(h, h), _mm_set1_epi8(1))));
+}
+static inline __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline))
+__m512i iq2_pair_scales512(__m512i hs, int ib)
+{
+    const __m256i lo = _mm256_set_m128i(_mm_set1_epi16((int16_t)(2 * ib + 1)), _mm_set1_epi16((int16_t)(2 * ib)));
+    const __m256i hi = _mm256_set_m128i(_mm_set1_epi16((int16_t)(2 * ib + 3)), _mm_set1_epi16((int16_t)(2 * ib + 2)));
+    return _mm512_permutexvar_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), hs);
+}
+
+// IQ2_XS: as IQ2_XXS, the 7-bit sign fields of a block's four u16 words
+// gathered with pext.
+TGT512B float pt_vdot_iq2_xs_panel_avx512(const void *w, const void *xq, int64_t n)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_iq2_xs *x = w;
+    const block_q8_K *y = xq;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m512i hs = iq2_half_scales512(x[i].scales);
+        __m512i sum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int ib = 0; ib < 8; ib += 2) {
+            uint64_t v0, v1;
+            memcpy(&v0, x[i].qs + 8 * ib, 8);
+            memcpy(&v1, x[i].qs + 8 * ib + 8, 8);
+            const __m512i g = _mm512_set_epi64(
+                (int64_t)pt_iq2xs_grid[(v1 >> 48) & 511], (int64_t)pt_iq2xs_grid[(v1 >> 32) & 511],
+                (int64_t)pt_iq2xs_grid[(v1 >> 16) & 511], (int64_t)pt_iq2xs_grid[v1 & 511],
+                (int64_t)pt_iq2xs_grid[(v0 >> 48) & 511], (int64_t)pt_iq2xs_grid[(v0 >> 32) & 511],
+                (int64_t)pt_iq2xs_grid[(v0 >> 16) & 511], (int64_t)pt_iq2xs_grid[v0 & 511]);
+            const uint64_t fm = 0xfe00fe00fe00fe00ull;
+            const __mmask64 neg = (__mmask64)ksigns4((uint32_t)_pext_u64(v0, fm)) |
+                                  (__mmask64)ksigns4((uint32_t)_pext_u64(v1, fm)) << 32;
+            const __m512i q8 = _mm512_loadu_si512((const void *)(y[i].qs + 32 * ib));
+            const __m512i q8s = _mm512_mask_sub_epi8(q8, neg, _mm512_setzero_si512(), q8);
+            sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(g, q8s), iq2_pair_scales512(hs, ib)));
+        }
+        const float ds = 0.125f * h2f(x[i].d) * y[i].d;
+        acc = fmaf(ds, (float)_mm512_reduce_add_epi32(sum), acc);
+    }
+    return acc;
+}
+
+// IQ2_S: its sign bytes are the negation mask as they are stored.
+TGT512B float pt_vdot_iq2_s_panel_avx512(const void *w, const void *xq, int64_t n)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_iq2_s *x = w;
+    const block_q8_K *y = xq;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m512i hs = iq2_half_scales512(x[i].scales);
+        __m512i sum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int ib = 0; ib < 8; ib += 2) {
+            const uint8_t *qs = x[i].qs + 4 * ib;
+            const int h0 = x[i].qh[ib], h1 = x[i].qh[ib + 1];
+            const __m512i g = _mm512_set_epi64(
+                (int64_t)pt_iq2s_grid[qs[7] | ((h1 << 2) & 0x300)], (int64_t)pt_iq2s_grid[qs[6] | ((h1 << 4) & 0x300)],
+                (int64_t)pt_iq2s_grid[qs[5] | ((h1 << 6) & 0x300)], (int64_t)pt_iq2s_grid[qs[4] | ((h1 << 8) & 0x300)],
+                (int64_t)pt_iq2s_grid[qs[3] | ((h0 << 2) & 0x300)], (int64_t)pt_iq2s_grid[qs[2] | ((h0 << 4) & 0x300)],
+                (int64_t)pt_iq2s_grid[qs[1] | ((h0 << 6) & 0x300)], (int64_t)pt_iq2s_grid[qs[0] | ((h0 << 8) & 0x300)]);
+            uint64_t m;
+            memcpy(&m, x[i].signs + 4 * ib, 8);
+            const __m512i q8 = _mm512_loadu_si512((const void *)(y[i].qs + 32 * ib));
+            const __m512i q8s = _mm512_mask_sub_epi8(q8, (__mmask64)m, _mm512_setzero_si512(), q8);
+            sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(g, q8s), iq2_pair_scales512(hs, ib)));
+        }
+        const float ds = 0.125f * h2f(x[i].d) * y[i].d;
+        acc = fmaf(ds, (float)_mm512_reduce_add_epi32(sum), acc);
+    }
+    return acc;
+}
+
+#endif
