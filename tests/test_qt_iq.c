@@ -599,3 +599,73 @@ Test(iq_vdot, panel_sequence)
         free(w); free(xq); free(wf); free(xf);
     }
 }
+
+// tests/fixtures/llamacpp_vdot_iq/iqp.* (gen_iqp.c): ggml's mul_mat of 8
+// weight rows times 8 activation rows, which llama.cpp runs through its IQ
+// panel GEMM; the panel-sequence products of Petrel's own Q8_K
+// quantisation of the activations give its floats bit for bit.
+Test(iq_vdot, llamacpp_iq_panel_bit_identical)
+{
+    const struct {
+        const char *name;
+        pt_vdot_fn f[PT_QPATH_N];
+    } P[] = {
+        {"iq2_xxs", {pt_vdot_iq2_xxs_panel_scalar, pt_vdot_iq2_xxs_panel_avx2, pt_vdot_iq2_xxs_panel_avx512}},
+        {"iq2_xs", {pt_vdot_iq2_xs_panel_scalar, pt_vdot_iq2_xs_panel_avx2, pt_vdot_iq2_xs_panel_avx512}},
+        {"iq2_s", {pt_vdot_iq2_s_panel_scalar, pt_vdot_iq2_s_panel_avx2, pt_vdot_iq2_s_panel_avx512}},
+        {"iq3_xxs", {pt_vdot_iq3_xxs_panel_scalar, pt_vdot_iq3_xxs_panel_avx2, NULL}},
+        {"iq3_s", {pt_vdot_iq3_s_panel_scalar, pt_vdot_iq3_s_panel_avx2, NULL}},
+        {"iq1_s", {pt_vdot_iq1_s_panel_scalar, pt_vdot_iq1_s_panel_avx2, NULL}},
+        {"iq1_m", {pt_vdot_iq1_m_panel_scalar, pt_vdot_iq1_m_panel_avx2, NULL}},
+        {"iq4_xs", {pt_vdot_iq4_xs_panel_scalar, pt_vdot_iq4_xs_panel_avx2, pt_vdot_iq4_xs_panel_avx512}},
+    };
+    char *js = tu_fixture("llamacpp_vdot_iq/iqp.json"), *bn = tu_fixture("llamacpp_vdot_iq/iqp.bin");
+    json_object *root = json_object_from_file(js), *cases, *v;
+    size_t blen = 0;
+    uint8_t *bin = tu_read(bn, &blen);
+    cr_assert(root && bin, "fixture %s", js);
+    cr_assert(json_object_object_get_ex(root, "cases", &cases));
+    int checked = 0;
+    for (size_t k = 0; k < json_object_array_length(cases); k++) {
+        json_object *c = json_object_array_get_idx(cases, k);
+        const char *tn = json_object_get_string(json_object_object_get(c, "type"));
+        size_t ti = 0;
+        while (ti < sizeof P / sizeof P[0] && strcmp(P[ti].name, tn) != 0)
+            ti++;
+        cr_assert(ti < sizeof P / sizeof P[0], "type %s", tn);
+        const pt_qtraits *q = pt_qtraits_of((uint32_t)pt_dtype_from_name(tn));
+        cr_assert(q);
+        const int64_t n = json_object_get_int64(json_object_object_get(c, "n"));
+        const int rows = json_object_get_int(json_object_object_get(c, "rows"));
+        const int nv = json_object_get_int(json_object_object_get(c, "vectors"));
+        const int64_t woff = json_object_get_int64(json_object_array_get_idx(json_object_object_get(c, "w"), 0));
+        const int64_t xoff = json_object_get_int64(json_object_array_get_idx(json_object_object_get(c, "x_f32"), 0));
+        cr_assert_leq((size_t)xoff + (size_t)nv * (size_t)n * 4, blen);
+        cr_assert(json_object_object_get_ex(c, "dot_bits", &v));
+        const size_t rb = (size_t)(n / q->blck * q->bytes), ab = pt_act_row_bytes(PT_Q8_K, n);
+        float *x = malloc((size_t)n * 4);
+        void *xq = aligned_alloc(64, (ab + 63) / 64 * 64);
+        for (int vi = 0; vi < nv; vi++) {
+            memcpy(x, bin + xoff + (size_t)vi * (size_t)n * 4, (size_t)n * 4);
+            pt_actq_of(PT_Q8_K)(x, xq, n);
+            for (int r = 0; r < rows; r++) {
+                const uint32_t want = (uint32_t)json_object_get_int64(json_object_array_get_idx(v, (size_t)(vi * rows + r)));
+                for (int p = 0; p < PT_QPATH_N; p++) {
+                    if (!P[ti].f[p] || !path_available(p))
+                        continue;
+                    const float got = P[ti].f[p](bin + woff + (size_t)r * rb, xq, n);
+                    cr_expect_eq(fbits(got), want, "panel case %zu (%s n=%lld) row %d vector %d path %d: %.9g", k, tn,
+                                 (long long)n, r, vi, p, got);
+                }
+                checked++;
+            }
+        }
+        free(x);
+        free(xq);
+    }
+    cr_assert_geq(checked, 16 * 64);
+    json_object_put(root);
+    free(bin);
+    free(js);
+    free(bn);
+}
