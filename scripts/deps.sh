@@ -3,7 +3,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config liburing-dev libzstd-dev libjson-c-dev libpcre2-dev
       libutf8proc-dev libmicrohttpd-dev libcriterion-dev fio curl
-      haproxy) # haproxy: deploy/haproxy.cfg and tests/test_replicas.c
+      haproxy # haproxy: deploy/haproxy.cfg and tests/test_replicas.c
+      clang libclang-rt-14-dev libomp-14-dev) # the ASan + UBSan and libFuzzer build (fuzz/, build-asan)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
