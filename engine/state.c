@@ -400,18 +400,32 @@ int petrel_state_tokens(const void *buf, size_t len, petrel_token **tokens, char
         snprintf(errbuf, errlen, "not a Petrel state, or a corrupted header");
         return -1;
     }
-    petrel_token *t = malloc(sizeof *t * ((size_t)h.n_past + 1));
+    // The buffer grows as the frame really yields tokens (from 64 KiB,
+    // doubling): a corrupt n_past cannot make a small blob allocate
+    // gigabytes (found by fuzz/fuzz_state.c).
+    const size_t want = (size_t)h.n_past * sizeof(petrel_token);
+    size_t cap = want < ((size_t)64 << 10) ? want : ((size_t)64 << 10);
+    petrel_token *t = malloc(cap + sizeof *t);
     ZSTD_DCtx *z = ZSTD_createDCtx();
     ZSTD_inBuffer ib = {(const unsigned char *)buf + sizeof h, len - sizeof h, 0};
-    ZSTD_outBuffer ob = {t, (size_t)h.n_past * sizeof *t, 0};
-    while (t && z && ob.pos < ob.size) {
+    ZSTD_outBuffer ob = {t, cap, 0};
+    while (t && z && ob.pos < want) {
+        if (ob.pos == ob.size) {
+            cap = cap > want / 2 ? want : cap * 2;
+            petrel_token *nt = realloc(t, cap + sizeof *t);
+            if (!nt)
+                break;
+            t = nt;
+            ob.dst = t;
+            ob.size = cap;
+        }
         size_t in0 = ib.pos;
         size_t r = ZSTD_decompressStream(z, &ob, &ib);
         if (ZSTD_isError(r) || (ob.pos < ob.size && in0 == ib.pos && ib.pos == ib.size))
             break;
     }
     ZSTD_freeDCtx(z);
-    if (!t || ob.pos < ob.size) {
+    if (!t || ob.pos < want) {
         free(t);
         snprintf(errbuf, errlen, "corrupted or truncated state");
         return -1;

@@ -72,7 +72,7 @@ TGT void pt_quant_act_avx2(const float *x, int64_t nb, bool paired, int8_t *qs, 
         const float db = amax / 127.0f;
         const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         const __m256 vid = _mm256_set1_ps(id);
-        const int rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        enum { rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }; // a constant expression (clang)
         const __m256i q0 = _mm256_cvttps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, vid), rne));
         const __m256i q1 = _mm256_cvttps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, vid), rne));
         const __m256i q2 = _mm256_cvttps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, vid), rne));

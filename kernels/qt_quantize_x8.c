@@ -177,7 +177,16 @@ static inline v8f vlevel(v8f v, v8f t_lo, v8f t_hi, const float *lv)
     v8i idx = {0}; // lo's index: how many of levels 1..14 are <= v
     for (int k = 1; k < 15; k++)
         idx -= (v8f){0} + lv[k] <= v;
+#ifdef __clang__
+    // clang has no two-vector shuffle by variable indices: the same lookup lane by lane.
+    v8f lo, hi;
+    for (int i = 0; i < 8; i++) {
+        lo[i] = idx[i] < 8 ? t_lo[idx[i]] : t_hi[idx[i] - 8];
+        hi[i] = idx[i] + 1 < 8 ? t_lo[idx[i] + 1] : t_hi[idx[i] - 7];
+    }
+#else
     v8f lo = __builtin_shuffle(t_lo, t_hi, idx), hi = __builtin_shuffle(t_lo, t_hi, idx + 1);
+#endif
     v8f q = sel_f(v - lo < hi - v, lo, hi);
     q = sel_f(v <= lv[0], (v8f){0} + lv[0], q);
     return sel_f((v >= lv[15]) | (v != v), (v8f){0} + lv[15], q);

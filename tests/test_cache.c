@@ -182,7 +182,7 @@ Test(cache, usage_file_round_trip_and_hot_pick)
     char path[512];
     snprintf(path, sizeof path, "%s/m.usage", dir);
     pt_ecache_layer_src src[2] = {{.n_expert = 4, .bytes = {4096, 4096, 4096}}, {.n_expert = 4, .bytes = {4096, 4096, 4096}}};
-    uint64_t add[8] = {1, 0, 5, 0, 0, 9, 0, 2}, got[8];
+    uint64_t add[8] = {1, 0, 5, 0, 0, 9, 0, 2}, got[12]; // 12: the 3x4 load below
     pt_err err;
     cr_assert_eq(pt_usage_load(path, 2, 4, got), 0); // missing
     cr_assert_eq(pt_usage_merge_save(path, 2, 4, add, &err), 0, "%s", err.msg);

@@ -48,7 +48,7 @@ Test(kern_avx512, quant_act_equals_float_reference)
     for (size_t ni = 0; ni < sizeof nbs / sizeof nbs[0]; ni++) {
         const int64_t nb = nbs[ni];
         float *x = malloc(sizeof(float) * (size_t)(nb * 32));
-        int8_t *qs = aligned_alloc(64, (size_t)(nb * 32 + 64));
+        int8_t *qs = aligned_alloc(64, (size_t)((nb * 32 + 127) / 64 * 64)); // a multiple of 64 (C11)
         float *d = malloc(sizeof(float) * (size_t)nb);
         int32_t *s8 = malloc(sizeof(int32_t) * (size_t)nb);
         for (int rep = 0; rep < 50; rep++) {

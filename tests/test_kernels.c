@@ -488,7 +488,7 @@ static void check_quant_act(void (*qa)(const float *, int64_t, bool, int8_t *, f
 {
     block_q8_0 *ref = malloc(sizeof(block_q8_0) * (size_t)nb);
     ggml_x86_q8_0(x, ref, nb);
-    int8_t *qs = aligned_alloc(64, (size_t)(nb * 32 + 64));
+    int8_t *qs = aligned_alloc(64, (size_t)((nb * 32 + 127) / 64 * 64)); // a multiple of 64 (C11)
     float *d = malloc(sizeof(float) * (size_t)nb);
     int32_t *s8 = malloc(sizeof(int32_t) * (size_t)nb);
     for (int paired = 0; paired < 2; paired++) {

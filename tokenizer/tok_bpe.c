@@ -301,7 +301,9 @@ void tok_bpe_word(const pt_tokenizer *t, const char *w, size_t len, tok_ids *out
     size_t first = out->n;
     for (int32_t i = 0; n > 0 && i >= 0; i = s[i].next)
         tok_ids_push(out, s[i].id);
-    if (use_cache && !pthread_mutex_trylock(&c->mu)) {
+    // A word without ids (none of its bytes in the vocabulary) is not kept:
+    // out->v may still be NULL then.
+    if (use_cache && out->n > first && !pthread_mutex_trylock(&c->mu)) {
         cache_put(c, w, len, h, out->v + first, out->n - first);
         pthread_mutex_unlock(&c->mu);
     }

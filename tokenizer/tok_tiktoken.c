@@ -238,16 +238,28 @@ static int read_ranks(const char *path, char ***bytes, uint32_t **len, int32_t *
             free(b), free(l), free(text);
             return pt_errf(err, "%s: line %ld: expected \"<base64 token> <rank>\"", path, lineno);
         }
+        // Ranks are dense (0..lines-1), so one past the file's byte count is
+        // corrupt: without this a 1 KB file could ask for a 16 GB table
+        // (found by fuzz/fuzz_tiktoken.c).
+        if ((size_t)rank >= size) {
+            for (int32_t i = 0; i < cap; i++)
+                free(b[i]);
+            free(b), free(l), free(text);
+            return pt_errf(err, "%s: line %ld: rank %ld is more than a %zu-byte file has lines", path, lineno, rank,
+                           size);
+        }
         if (rank >= cap) {
-            int32_t nc = cap;
+            int64_t nc = cap;
             while (rank >= nc)
                 nc *= 2;
+            if (nc > INT32_MAX)
+                nc = INT32_MAX; // rank < 0x7fffff00 still fits
             b = realloc(b, (size_t)nc * sizeof *b);
             l = realloc(l, (size_t)nc * sizeof *l);
             assert(b && l);
             memset(b + cap, 0, (size_t)(nc - cap) * sizeof *b);
             memset(l + cap, 0, (size_t)(nc - cap) * sizeof *l);
-            cap = nc;
+            cap = (int32_t)nc;
         }
         if (b[rank]) {
             for (int32_t i = 0; i < cap; i++)
