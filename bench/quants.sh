@@ -181,7 +181,7 @@ done
 R[q4_0_capped_tok_s]=${PT_TOK[q4_0]:-na}
 R[q2_k_capped_tok_s]=${PT_TOK[q2_k]:-na}
 if [ -n "${PT_GBT[q4_0]:-}" ] && [ -n "${PT_GBT[q2_k]:-}" ]; then
-    R[q2_k_bytes_ratio]=$(awk -v a="${PT_GBT[q4_0]}" -v b="${PT_GBT[q2_k]}" 'BEGIN{printf "%.3f", b > 0 ? a / b : 0}')
+    R[q2_k_bytes_ratio]=$(awk -v a="${PT_GBT[q4_0]}" -v b="${PT_GBT[q2_k]}" 'BEGIN{printf "%.3f", (b > 0 ? a / b : 0)}')
 fi
 
 # ---- 3. llama.cpp under the same cap ---------------------------------------------
