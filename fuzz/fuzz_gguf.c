@@ -1,10 +1,13 @@
 // fuzz/fuzz_gguf.c — the GGUF reader on arbitrary bytes: header, metadata
 // records, tensor infos, then what a loader does with an opened file (typed
-// getters, tensor lookups, bounded reads, the tokenizer rebuilt from
-// tokenizer.ggml.* metadata).
+// getters, tensor lookups, bounded reads, the hyperparameters and the
+// tensor list they imply, the tokenizer rebuilt from tokenizer.ggml.*
+// metadata).
 #include <stdlib.h>
 
 #include "format/gguf.h"
+#include "format/hparams.h"
+#include "format/tensors.h"
 #include "fuzz/fuzz_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -30,6 +33,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)gguf_type_name(t->type);
         uint64_t n = t->size < sizeof buf ? t->size : sizeof buf;
         (void)gguf_read(g, t->offset, buf, n, &err);
+    }
+    pt_hparams hp;
+    if (pt_hparams_from_gguf(g, &hp, &err) == 0) {
+        pt_tensor_spec *specs = NULL;
+        if (pt_tensor_specs(&hp, &specs) >= 0)
+            free(specs);
     }
     pt_tokenizer *tok = pt_tokenizer_from_gguf(g, &err);
     if (tok) {

@@ -59,7 +59,30 @@ base = [kv_str("general.architecture", "deepseek2"), kv_u32("deepseek2.block_cou
 tens = [("token_embd.weight", [4, 3], 0, f32(range(12))), ("blk.0.attn_norm.weight", [32], 8, q8_0)]
 put("gguf", "tiny.gguf", gguf(base + tok_kvs, tens))
 put("gguf", "notok.gguf", gguf(base, tens[:1]))
-put("gguf", "fixture-head.gguf", fixture("llamacpp/models/tiny-dsv3-IQ1_S.gguf", 4096))
+# The metadata of llama.cpp's tiny-dsv3 file (all its deepseek2.* keys),
+# without the tensors: the hyperparameter reader gets a real model's keys.
+def kv_end(buf, n_kv, pos):
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    def skip_str(p):
+        return p + 8 + struct.unpack_from("<Q", buf, p)[0]
+    for _ in range(n_kv):
+        pos = skip_str(pos)
+        (t,) = struct.unpack_from("<I", buf, pos)
+        pos += 4
+        if t == 8:
+            pos = skip_str(pos)
+        elif t == 9:
+            at, n = struct.unpack_from("<IQ", buf, pos)
+            pos += 12
+            for _ in range(n):
+                pos = skip_str(pos) if at == 8 else pos + sizes[at]
+        else:
+            pos += sizes[t]
+    return pos
+head = fixture("llamacpp/models/tiny-dsv3-IQ1_S.gguf", 1 << 20)
+(n_kv,) = struct.unpack_from("<Q", head, 16)
+meta = head[24:kv_end(head, n_kv, 24)]
+put("gguf", "tiny-dsv3-meta.gguf", b"GGUF" + struct.pack("<IQQ", 3, 0, n_kv) + meta)
 
 split = lambda no: [kv_u16("split.no", no), kv_u16("split.count", 2), kv_i32("split.tensors.count", 2)]
 p1 = gguf(base + split(0), tens[:1])
