@@ -2,13 +2,9 @@
 // with target attributes (the library needs no -march flag) and chosen at
 // run time. Bit-identical to kern_scalar.c (contract: kern_internal.h).
 //
-// Block products (kern_x86_body.h): maddubs (u8 x s8 -> pairs of int16),
-// then madd with ones (-> int32). Q4_0 multiplies the raw nibbles (0..15)
-// and subtracts 8 * sum(x quants) afterwards, two blocks per register, pair
-// sums folded in int16 (KX_PAIR16); Q8_0 uses |w| x sign(x, w). Eight
-// blocks are folded by an hadd tree into one vector whose lane j is block
-// j's exact integer dot, which then meets its scale in one fma: block b
-// lands in accumulator lane b % 8 as the contract says.
+// Block products (kern_x86_body.h): |w| x sign(x, w) by maddubs (u8 x s8
+// -> pairs of int16; no saturation: |w| <= 127 or 8) then madd with ones
+// (-> int32 lane l = products 4l..4l+3), ggml's own AVX2 arithmetic.
 //
 // This file also holds the AVX2 activation quantiser and row quantisers
 // (exact ggml reference results) and the float-weight dots, which the
@@ -25,11 +21,8 @@
 #define TGTI __attribute__((target("avx2,fma,f16c"), always_inline)) inline
 
 #define KX_TGT "avx2,fma,f16c"
-#define KX_PAIR16 1 // Q4_0 pair sums folded in int16 (see kern_x86_body.h)
 #define KX(name) name##_avx2
 #define KX_DOT(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1))
-#define KX_DOT2(u1, s1, u2, s2) \
-    _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16((u1), (s1)), _mm256_maddubs_epi16((u2), (s2))), _mm256_set1_epi16(1))
 #include "kernels/kern_x86_body.h"
 
 static TGTI uint16_t ld16(const uint8_t *p)
@@ -416,7 +409,7 @@ const pt_kern pt_kern_avx2 = {
     .name = "avx2",
     .qpath = PT_QPATH_AVX2,
     .qtile = qtile_avx2,
-    .q4_paired = true,
+    .q4_paired = false,
     .quant_act = pt_quant_act_avx2,
     .ftile = pt_ftile_avx2,
     .dot_f32 = pt_dot_f32_avx2,

@@ -2,13 +2,9 @@
 // function with target attributes and chosen at run time when the CPU has
 // all of these. Bit-identical to kern_scalar.c (contract: kern_internal.h).
 //
-// Block products: vpdpbusd (u8 x s8 -> 8 int32 lanes, no saturation). Q4_0
-// multiplies the raw nibbles (0..15) and subtracts 8 * sum(x quants)
-// afterwards; Q8_0 uses |w| x sign(x, w). Float weights use one 16-lane zmm
-// accumulator, which is the contract's acc[i % 16] directly. Eight blocks'
-// lane vectors are folded by an hadd tree into one vector whose lane j is
-// block j's exact integer dot, which then meets its scale in one fma, i.e.
-// block b lands in accumulator lane b % 8 as the contract says.
+// Block products (Q4_0 / Q8_0) and their activation quantiser: the zmm
+// kernels of kern_avx512_q.c. Float weights use one 16-lane zmm
+// accumulator, which is the contract's acc[i % 16] directly.
 #include "kernels/kern_internal.h"
 #include "kernels/qtypes.h"
 
@@ -19,13 +15,6 @@
 
 #define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define TGTI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) inline
-
-#define KX_TGT "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
-#define KX(name) name##_avx512
-#define KX_DOT(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
-#define KX_DOT2(u1, s1, u2, s2) \
-    _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), (u1), (s1)), (u2), (s2))
-#include "kernels/kern_x86_body.h"
 
 static TGTI uint16_t ld16(const uint8_t *p)
 {
@@ -140,35 +129,12 @@ static TGT void axpy_avx512(float *y, float a, const float *x, int64_t n)
         y[i] = fmaf(a, x[i], y[i]);
 }
 
-// Q4_0 / Q8_0: the zmm kernels of kern_avx512_q.c where the CPU has VBMI
-// (vpermt2b) and GFNI (Ice Lake, Zen 4 and later), else the ymm body above
-// (Skylake-X, Cascade Lake). Products and quantiser are chosen by the same
-// test, so the activation layout always matches the kernel that reads it.
-static bool zmm_q(void) { return __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("gfni"); }
-
-static void qtile_sel(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x, int64_t v0,
-                      int64_t nvec, float *y, int64_t ldy)
-{
-    if (zmm_q())
-        pt_qtile_avx512(t, w, rb, nrows, x, v0, nvec, y, ldy);
-    else
-        qtile_avx512(t, w, rb, nrows, x, v0, nvec, y, ldy);
-}
-
-static void quant_act_sel(const float *x, int64_t nb, bool paired, int8_t *qs, float *d, int32_t *s8)
-{
-    if (zmm_q())
-        pt_quant_act_avx512(x, nb, paired, qs, d, s8);
-    else
-        pt_quant_act_avx2(x, nb, paired, qs, d, s8);
-}
-
 const pt_kern pt_kern_avx512 = {
     .name = "avx512vnni",
     .qpath = PT_QPATH_AVX512,
-    .qtile = qtile_sel,
-    .q4_paired = true,
-    .quant_act = quant_act_sel,
+    .qtile = pt_qtile_avx512,
+    .q4_paired = false,
+    .quant_act = pt_quant_act_avx512,
     .ftile = ftile_avx512,
     .dot_f32 = dot_f32_avx512,
     .axpy = axpy_avx512,

@@ -1,40 +1,23 @@
 // kernels/kern_avx512_q.c — the AVX-512 path's Q4_0 / Q8_0 products on
-// 512-bit registers, and its activation quantiser (the "quad" activation
-// layouts those products read). Bit-identical to kern_scalar.c (contract:
-// kern_internal.h): block b's exact int32 dot meets d_w[b] * d_x[b] in one
-// fmaf into accumulator lane b % 8, eight blocks per vector fma.
+// 512-bit registers, and its activation quantiser. Bit-identical to
+// kern_scalar.c and to ggml's x86 ggml_vec_dot_q{4,8}_0_q8_0 (contract:
+// kern_internal.h): per block, the eight exact int32 sums of 4 consecutive
+// products meet fp32(d_w) * fp32(d_x) in one fma into eight f32 lanes.
 //
-// Per group of 8 blocks the ymm body (kern_x86_body.h) spends most of its
-// instructions on glue: 128-bit loads and inserts, an hadd tree and seven
-// word blends for the scales. Here:
-// - weights come in as a few overlapping loads of the group (no byte past
-//   it); one vpermt2b puts 16 quants of each of four blocks in one zmm,
-//   block k in 128-bit lane k (Q4_0: the 16 nibble bytes; Q8_0: 16 of the
-//   32 quants, the other 16 in a second zmm), and one vpermt2w picks the
-//   fp16 scales out of the same loads;
-// - the activation groups are stored so that the matching quants sit in
-//   the same places (layouts below): two vpdpbusd put block k's dot in the
-//   four int32 of lane k. Q4_0 uses the raw nibbles (0..15) and subtracts
-//   8 * sum(x quants); Q8_0 weights are made unsigned by flipping the sign
-//   bit (w + 128) and 128 * sum(x quants) (16 * the quantiser's s8) is
-//   subtracted afterwards, which replaces the vpsignb pair;
-// - eight blocks' lanes are reduced by two unpacks, one in-lane shuffle and
-//   one vpermd into a ymm whose lane j is block j's exact dot;
-// - GEMV takes two weight rows per pass over the activation (the loads
-//   are what limits this loop on Zen 4; KZ_ROWS2), GEMM one row against
-//   four vectors, each weight group loaded and unpacked once for the four.
-// Leftover blocks after the last full group use kern_x86_body.h's tails
-// (natural activation layout, scalar fmaf on the stored lanes).
-//
-// Activation layouts of this path (quant_act; the tails' leftover blocks
-// keep the natural layout). In each full group of 8 blocks (256 bytes),
-// blocks 4h .. 4h+3 (h = 0, 1) take the 128 bytes at h * 128:
-//   Q4_0 (`paired`): [x_{4h}[0..15] | x_{4h+1}[0..15] | x_{4h+2}[0..15] |
-//                     x_{4h+3}[0..15] | x_{4h}[16..31] | ... | x_{4h+3}[16..31]]
-//   so that the zmm of low nibbles of blocks 4h..4h+3 meets its activation
-//   in one 64-byte load and the high nibbles in the next;
-//   Q8_0 (not `paired`): the same with the two halves of block 4h+1
-//   swapped, as q8_load's registers hold them.
+// Each lane's chain is sequential over blocks, so one zmm carries the same
+// block of two independent chains side by side: rows r and r + 1 against
+// one vector (GEMV; the activation block is broadcast to both halves) or
+// one row against vectors j and j + 1 (GEMM; the weight block broadcast).
+// GEMV runs four rows (two zmm chains) per pass over the activation.
+// - vpdpbusd multiplies u8 by s8, so the weights are made unsigned and the
+//   offset taken out in the accumulator's start value: Q4_0 uses the raw
+//   nibbles (0..15), start -8 * (sum of the activation's 4 quants of the
+//   lane); Q8_0 flips the sign bit (w + 128), start -128 * that sum. The
+//   start is one vpdpbusd of the activation per block, shared by all rows;
+//   every partial sum is exact in int32, so the lane sums are ggml's.
+// - the scale product d_w * d_x of each block is the f32 product of the two
+//   (rounded once, as ggml's), broadcast over the block's eight lanes.
+// Activation layout: natural (block b at b * 32), for both types.
 #include "kernels/kern_internal.h"
 #include "kernels/qtypes.h"
 
@@ -44,14 +27,7 @@
 #include <math.h>
 #include <string.h>
 
-#define KX_TGT "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,gfni"
-#define KX(name) name##_avx512q
-#define KX_DOT(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
-#define KX_DOT2(u1, s1, u2, s2) \
-    _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), (u1), (s1)), (u2), (s2))
-#define KX_NO_QTILE 1 // only the tails of the ymm body are used here
-#include "kernels/kern_x86_body.h"
-
+#define KX_TGT "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
 #define TGT __attribute__((target(KX_TGT)))
 #define TGTI __attribute__((target(KX_TGT), always_inline)) inline
 
@@ -60,23 +36,16 @@
 #define KZ_PREFETCH 1024
 #endif
 
-// GEMV two rows at a time (1), sharing the activation loads, or one (0).
-#ifndef KZ_ROWS2
-#define KZ_ROWS2 1
-#endif
-
 // ---- activation quantisation ------------------------------------------------
 
 // Same result as pt_quant_act_scalar, bit for bit (ggml's x86
 // quantize_row_q8_0: id = 127 / amax, products rounded to nearest even),
-// one block per step on two zmm; `paired` selects the Q4_0 layout (else
-// the Q8_0 one).
+// one block per step on two zmm, natural layout.
 #define KZ_RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC) // a constant, as the intrinsic needs
 
 TGT void pt_quant_act_avx512(const float *x, int64_t nb, bool paired, int8_t *qs, float *d, int32_t *s8)
 {
     assert(nb >= 0 && qs && d && s8);
-    const int64_t full = nb / 8 * 8;
     for (int64_t b = 0; b < nb; b++) {
         const float *xb = x + b * QK;
         const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
@@ -85,17 +54,8 @@ TGT void pt_quant_act_avx512(const float *x, int64_t nb, bool paired, int8_t *qs
         const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
         const __m512i q0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, id), KZ_RNE);
         const __m512i q1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, id), KZ_RNE);
+        (void)paired; // one layout for both types
         int8_t *lo = qs + b * QK, *hi = lo + 16;
-        if (b < full) {
-            const int64_t k = b % 8;
-            lo = qs + (b - k) * QK + (k / 4) * 128 + (k % 4) * 16;
-            hi = lo + 64;
-            if (!paired && k % 4 == 1) { // Q8_0 layout: block 1 of a quad swaps its halves
-                int8_t *t = lo;
-                lo = hi;
-                hi = t;
-            }
-        }
         _mm_storeu_si128((__m128i *)lo, _mm512_cvtepi32_epi8(q0));
         _mm_storeu_si128((__m128i *)hi, _mm512_cvtepi32_epi8(q1));
         s8[b] = 8 * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
@@ -103,347 +63,197 @@ TGT void pt_quant_act_avx512(const float *x, int64_t nb, bool paired, int8_t *qs
     }
 }
 
-// ---- shared pieces ------------------------------------------------------------
+// ---- products ------------------------------------------------------------------
 
-// Eight blocks' int32 lane vectors -> ymm lane j = block j's dot. t0 holds
-// blocks 0..3, t1 blocks 4..7, block k (of its half) in 128-bit lane k as
-// four partial sums. unpacklo + unpackhi give per lane [a0+a2, b0+b2,
-// a1+a3, b1+b3], adding the 64-bit-swapped copy gives [sa, sb, sa, sb]
-// (sa = block k, sb = block 4 + k), and vpermd picks dwords 0, 4, 8, 12
-// (blocks 0..3) then 1, 5, 9, 13 (blocks 4..7).
-static TGTI __m256i reduce_quads(__m512i t0, __m512i t1)
+static TGTI uint16_t ld16(const uint8_t *p)
 {
-    const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(t0, t1), _mm512_unpackhi_epi32(t0, t1));
-    const __m512i v = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC));
-    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 4, 8, 12, 1, 5, 9, 13);
-    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(idx, v));
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
 }
 
-// ---- Q4_0 --------------------------------------------------------------------
+static TGTI float dw_of(const uint8_t *wb) { return _cvtsh_ss(ld16(wb)); }
 
-// A group of 8 Q4_0 blocks (144 bytes at w) loaded and unpacked: lo[h] /
-// hi[h] hold the low / high nibbles (0..15) of block 4h + k's 16 bytes in
-// 128-bit lane k, dw the eight scales as f32.
-typedef struct q4g {
-    __m512i lo[2], hi[2]; // (2 halves) unsigned nibbles of 4 blocks, 16 per lane
-    __m256 dw;            // (8,) weight scales
-} q4g;
-
-// Loads of 64, 64 and 16 bytes at w, w+64, w+128 cover the group exactly
-// (no byte past 144). Half 0 (blocks 0..3, nibbles at 18k+2 .. 18k+17)
-// lies in the first two loads as they stand (bytes 0..127); half 1 (bytes
-// 74..143) in the second (74..125 -> 10..61) and third (128..143 -> 0..15;
-// the rest of that register is never read). Scales: bytes 0, 18,
-// 36, 54 (words 0, 9, 18, 27 of the first load) and 72, 90, 108, 126
-// (words 4, 13, 22, 31 of the second).
-static TGTI q4g q4_load(const uint8_t *w)
+// 32 weights of a block, unsigned (Q4_0: 16 low nibbles then 16 high ones,
+// 0..15; Q8_0: w + 128), in a ymm.
+static TGTI __m256i wq_u(bool q8, const uint8_t *wb)
 {
-    const __m512i idx0 = _mm512_setr_epi32(
-        0x05040302, 0x09080706, 0x0D0C0B0A, 0x11100F0E, 0x17161514, 0x1B1A1918, 0x1F1E1D1C, 0x23222120,
-        0x29282726, 0x2D2C2B2A, 0x31302F2E, 0x35343332, 0x3B3A3938, 0x3F3E3D3C, 0x43424140, 0x47464544);
-    const __m512i idx1 = _mm512_setr_epi32(
-        0x0D0C0B0A, 0x11100F0E, 0x15141312, 0x19181716, 0x1F1E1D1C, 0x23222120, 0x27262524, 0x2B2A2928,
-        0x31302F2E, 0x35343332, 0x39383736, 0x3D3C3B3A, 0x43424140, 0x47464544, 0x4B4A4948, 0x4F4E4D4C);
-    const __m512i sidx = _mm512_setr_epi32(9 << 16 | 0, 27 << 16 | 18, 45 << 16 | 36, 63 << 16 | 54, 0, 0, 0, 0,
-                                           0, 0, 0, 0, 0, 0, 0, 0);
-    __m512i l0 = _mm512_loadu_si512(w), l1 = _mm512_loadu_si512(w + 64);
-    __m512i l2 = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(w + 128)));
-    __asm__("" : "+v"(l0), "+v"(l1), "+v"(l2)); // loaded once each (see x_load)
-    const __m512i r0 = _mm512_permutex2var_epi8(l0, idx0, l1);
-    const __m512i r1 = _mm512_permutex2var_epi8(l1, idx1, l2);
-    const __m512i m = _mm512_set1_epi8(0x0F);
-    q4g g;
-    g.lo[0] = _mm512_and_si512(r0, m);
-    // high nibbles: one GF(2) affine map per byte (y = x >> 4) instead of a
-    // shift and a mask
-    const __m512i shr4 = _mm512_set1_epi64(0x1020408000000000ll);
-    g.hi[0] = _mm512_gf2p8affine_epi64_epi8(r0, shr4, 0);
-    g.lo[1] = _mm512_and_si512(r1, m);
-    g.hi[1] = _mm512_gf2p8affine_epi64_epi8(r1, shr4, 0);
-    g.dw = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi16(l0, sidx, l1)));
-    return g;
+    if (q8)
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wb + 2)), _mm256_set1_epi8((char)0x80));
+    const __m128i t = _mm_loadu_si128((const __m128i *)(wb + 2));
+    const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
 }
 
-// An activation group (256 bytes; vectors are only 32-byte aligned, so
-// unaligned loads) in four registers. The empty asm keeps each load a
-// register value: without it the compiler folds the load into every
-// vpdpbusd that reads it, loading it again per weight row (loads are what
-// limits these loops on Zen 4).
-typedef struct xg4 {
-    __m512i v[4]; // (4, 64) activation quants
-} xg4;
-
-static TGTI xg4 x_load(const int8_t *xg)
+// Two blocks' unsigned weights side by side (a in the low half).
+static TGTI __m512i wq_u2(bool q8, const uint8_t *wa, const uint8_t *wb)
 {
-    xg4 x;
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        x.v[i] = _mm512_loadu_si512(xg + 64 * i);
-        __asm__("" : "+v"(x.v[i]));
+    if (q8) {
+        const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(wa + 2))),
+                                             _mm256_loadu_si256((const __m256i *)(wb + 2)), 1);
+        return _mm512_xor_si512(w, _mm512_set1_epi8((char)0x80));
     }
-    return x;
+    // [ta, ta, tb, tb] by broadcast loads (no shuffle port), the odd
+    // 128-bit lanes then shifted down by a nibble
+    __m512i z = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(wa + 2)));
+    z = _mm512_mask_broadcast_i32x4(z, 0xFF00, _mm_loadu_si128((const __m128i *)(wb + 2)));
+    z = _mm512_mask_srli_epi16(z, 0xFF00FF00u, z, 4);
+    return _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
 }
 
-// Lane j = nibble dot of block j with the quad-layout activation group x.
-static TGTI __m256i q4_dots(const q4g *g, const xg4 *x)
+// [fp32(d_a) x 8 | fp32(d_b) x 8] from the blocks' fp16 scales.
+static TGTI __m512 dw2(const uint8_t *wa, const uint8_t *wb)
 {
-    const __m512i t0 =
-        _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), g->lo[0], x->v[0]), g->hi[0], x->v[1]);
-    const __m512i t1 =
-        _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), g->lo[1], x->v[2]), g->hi[1], x->v[3]);
-    return reduce_quads(t0, t1);
+    const __m128i ha = _mm_set1_epi16((short)ld16(wa)), hb = _mm_set1_epi16((short)ld16(wb));
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(ha), hb, 1));
 }
 
-// acc += (dots - 8 * sum(x)) * (d_w * d_x), the contract's fma per lane
-static TGTI __m256 q4_fma_v(__m256i dots, __m256 dw, __m256 xd, __m256i xs, __m256 acc)
+// Start value of the lanes: -off * (sum of the 4 activation quants of each
+// lane), off 8 (Q4_0) or 128 (Q8_0); xx holds activation blocks.
+static TGTI __m512i start(bool q8, __m512i xx)
 {
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(dots, xs)), _mm256_mul_ps(dw, xd), acc);
+    const __m512i off = _mm512_set1_epi8(q8 ? (char)0x80 : 8);
+    return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, xx));
 }
 
-static TGTI __m256 q4_fma(__m256i dots, __m256 dw, const float *xd, const int32_t *xs, __m256 acc)
+// [a x 8 | b x 8]
+static TGTI __m512 bcast2(float a, float b)
 {
-    return q4_fma_v(dots, dw, _mm256_loadu_ps(xd), _mm256_loadu_si256((const __m256i *)xs), acc);
+    const __m512d lo = _mm512_castpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(a)));
+    return _mm512_castpd_ps(_mm512_insertf64x4(lo, _mm256_castps_pd(_mm256_set1_ps(b)), 1));
 }
 
-static TGTI void prefetch(const uint8_t *p, int lines)
+// ggml's hsum_float_8 of each half: lanes 0-7 -> *y0, 8-15 -> *y1.
+static TGTI float hsum8(__m256 a)
 {
-    if (KZ_PREFETCH)
-        for (int i = 0; i < lines; i++)
-            _mm_prefetch((const char *)p + KZ_PREFETCH + 64 * i, _MM_HINT_T0);
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(a, 1), _mm256_castps256_ps128(a));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
 }
 
-// One weight row (nb blocks) · one quantised vector.
-static TGTI float row_q4(const uint8_t *w, const int8_t *xq, const float *xd, const int32_t *xs, int64_t nb)
+static TGTI void hsum2(__m512 a, float *y0, float *y1)
 {
-    __m256 acc = _mm256_setzero_ps();
-    int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) {
-        const uint8_t *wg = w + b * 18;
-        prefetch(wg, 3);
-        const q4g g = q4_load(wg);
-        const xg4 xv = x_load(xq + b * QK);
-        acc = q4_fma(q4_dots(&g, &xv), g.dw, xd + b, xs + b, acc);
-    }
-    return tail_q4_avx512q(w, xq, xd, xs, b, nb, acc);
+    *y0 = hsum8(_mm512_castps512_ps256(a));
+    *y1 = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
 }
 
-// Two weight rows · one vector (GEMV): the activation loads are shared; per
-// row the arithmetic is row_q4's exactly.
-static TGTI void rows2_q4(const uint8_t *w0, const uint8_t *w1, const int8_t *xq, const float *xd,
-                          const int32_t *xs, int64_t nb, float *y0, float *y1)
+// NP pairs of rows (rows 2p, 2p + 1 at w + row * rb), NP in 1..2, · one
+// vector -> y[0 .. 2 * NP).
+static TGTI void rows_q(bool q8, int np, const uint8_t *w, size_t rb, const int8_t *xq, const float *xd, int64_t nb,
+                        float *y)
 {
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) {
-        prefetch(w0 + b * 18, 3);
-        prefetch(w1 + b * 18, 3);
-        const q4g g0 = q4_load(w0 + b * 18), g1 = q4_load(w1 + b * 18);
-        const xg4 xv = x_load(xq + b * QK);
-        const __m256 xdv = _mm256_loadu_ps(xd + b);
-        const __m256i xsv = _mm256_loadu_si256((const __m256i *)(xs + b));
-        acc0 = q4_fma_v(q4_dots(&g0, &xv), g0.dw, xdv, xsv, acc0);
-        acc1 = q4_fma_v(q4_dots(&g1, &xv), g1.dw, xdv, xsv, acc1);
-    }
-    *y0 = tail_q4_avx512q(w0, xq, xd, xs, b, nb, acc0);
-    *y1 = tail_q4_avx512q(w1, xq, xd, xs, b, nb, acc1);
-}
-
-// One weight row · four vectors (GEMM): the group is loaded and unpacked
-// once for the four; per vector the arithmetic is row_q4's exactly.
-static TGTI void row_q4_x4(const uint8_t *w, const pt_q8act *x, int64_t v, float *y, int64_t ldy)
-{
-    const int64_t nb = x->nb;
-    const int8_t *xq[4];
-    const float *xd[4];
-    const int32_t *xs[4];
-    __m256 acc[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) {
-        xq[j] = x->qs + (v + j) * nb * QK;
-        xd[j] = x->d + (v + j) * nb;
-        xs[j] = x->s8 + (v + j) * nb;
-        acc[j] = _mm256_setzero_ps();
-    }
-    int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) {
-        const q4g g = q4_load(w + b * 18);
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++)
-        {
-            const xg4 xv = x_load(xq[j] + b * QK);
-            acc[j] = q4_fma(q4_dots(&g, &xv), g.dw, xd[j] + b, xs[j] + b, acc[j]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++)
-        y[j * ldy] = tail_q4_avx512q(w, xq[j], xd[j], xs[j], b, nb, acc[j]);
-}
-
-// ---- Q8_0 --------------------------------------------------------------------
-
-// A group of 8 Q8_0 blocks (272 bytes at w): q[m] = blocks 2m, 2m+1's
-// quants + 128 (unsigned), one block per 256-bit half; dw the scales.
-typedef struct q8g {
-    __m512i q[2][2]; // (2 quads, 2 registers) biased quants: 16 of block 4h + k in lane k
-    __m256 dw;       // (8,) weight scales
-} q8g;
-
-// Quad h (blocks 4h .. 4h+3, bytes 136h .. 136h+135) comes from loads at
-// q = w + 136h, q + 64 and q + 72 (the last one ends at byte 272: nothing
-// past the group is read). Block k of the quad has its quants at 34k + 2 ..
-// 34k + 33 of q. Register 0 takes 16 of them per lane out of the window
-// q .. q+127 (the first two loads), register 1 the other 16 out of q ..
-// q+63 and q+72 .. q+135 (the first and third): bytes 2..17 / 18..33 of
-// block 0, 70..85 / 86..101 of block 2 and 104..119 / 120..135 of block 3,
-// but 52..67 / 36..51 of block 1, whose first half is not in register 1's
-// window; the Q8_0 activation layout follows (see the top of the file).
-// Scale k of the quad: word 17 (k & 1) of the first load for k < 2, of
-// the second (at q + 64: bytes 4 and 38) for k >= 2.
-static TGTI q8g q8_load(const uint8_t *w)
-{
-    const __m512i i0 = _mm512_setr_epi32(
-        0x05040302, 0x09080706, 0x0D0C0B0A, 0x11100F0E, 0x37363534, 0x3B3A3938, 0x3F3E3D3C, 0x43424140,
-        0x49484746, 0x4D4C4B4A, 0x51504F4E, 0x55545352, 0x6B6A6968, 0x6F6E6D6C, 0x73727170, 0x77767574);
-    const __m512i i1 = _mm512_setr_epi32(
-        0x15141312, 0x19181716, 0x1D1C1B1A, 0x21201F1E, 0x27262524, 0x2B2A2928, 0x2F2E2D2C, 0x33323130,
-        0x51504F4E, 0x55545352, 0x59585756, 0x5D5C5B5A, 0x73727170, 0x77767574, 0x7B7A7978, 0x7F7E7D7C);
-    const __m512i si = _mm512_setr_epi32(17 << 16 | 0, (32 + 19) << 16 | (32 + 2), 17 << 16 | 0,
-                                         (32 + 19) << 16 | (32 + 2), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
-    q8g g;
-    __m512i sc[2];
+    const size_t bs = q8 ? 34 : 18;
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+        const __m512i xx = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)(xq + b * QK)));
+        const __m512i s0 = start(q8, xx);
+        const __m512 dx = _mm512_set1_ps(xd[b]);
 #pragma GCC unroll 2
-    for (int h = 0; h < 2; h++) {
-        const uint8_t *q = w + 136 * h;
-        __m512i l0 = _mm512_loadu_si512(q), l1 = _mm512_loadu_si512(q + 64), l2 = _mm512_loadu_si512(q + 72);
-        __asm__("" : "+v"(l0), "+v"(l1), "+v"(l2)); // loaded once each (see x_load)
-        g.q[h][0] = _mm512_xor_si512(_mm512_permutex2var_epi8(l0, i0, l1), flip);
-        g.q[h][1] = _mm512_xor_si512(_mm512_permutex2var_epi8(l0, i1, l2), flip);
-        sc[h] = _mm512_permutex2var_epi16(l0, si, l1); // words 0..3 and again 4..7
+        for (int p = 0; p < np; p++) {
+            const uint8_t *wa = w + 2 * p * rb + b * bs, *wb = wa + rb;
+            if (KZ_PREFETCH) {
+                _mm_prefetch((const char *)wa + KZ_PREFETCH, _MM_HINT_T0);
+                _mm_prefetch((const char *)wb + KZ_PREFETCH, _MM_HINT_T0);
+            }
+            const __m512i s = _mm512_dpbusd_epi32(s0, wq_u2(q8, wa, wb), xx);
+            // d_w * d_x exact in f32 (11 x 11 bits), as ggml's scalar product
+            acc[p] = _mm512_fmadd_ps(_mm512_mul_ps(dw2(wa, wb), dx), _mm512_cvtepi32_ps(s), acc[p]);
+        }
     }
-    g.dw = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_mask_blend_epi16(0xF0, sc[0], sc[1])));
-    return g;
+#pragma GCC unroll 2
+    for (int p = 0; p < np; p++)
+        hsum2(acc[p], y + 2 * p, y + 2 * p + 1);
 }
 
-// Lane j = biased dot of block j, sum((w + 128) * x) over the block, with
-// the activation group in the Q8_0 layout.
-static TGTI __m256i q8_dots(const q8g *g, const xg4 *x)
+// One row (nr = 1) · one vector, ymm: the leftover row of a GEMV.
+static TGTI float row1_q(bool q8, const uint8_t *w, const int8_t *xq, const float *xd, int64_t nb)
 {
-    const __m512i t0 =
-        _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), g->q[0][0], x->v[0]), g->q[0][1], x->v[1]);
-    const __m512i t1 =
-        _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), g->q[1][0], x->v[2]), g->q[1][1], x->v[3]);
-    return reduce_quads(t0, t1);
-}
-
-// acc += (dots - 128 * sum(x)) * (d_w * d_x); xs holds 8 * sum(x)
-static TGTI __m256 q8_fma(__m256i dots, __m256 dw, const float *xd, const int32_t *xs, __m256 acc)
-{
-    const __m256i x128 = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)xs), 4);
-    return q4_fma_v(dots, dw, _mm256_loadu_ps(xd), x128, acc);
-}
-
-static TGTI float row_q8(const uint8_t *w, const int8_t *xq, const float *xd, const int32_t *xs, int64_t nb)
-{
+    const size_t bs = q8 ? 34 : 18;
     __m256 acc = _mm256_setzero_ps();
-    int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) {
-        const uint8_t *wg = w + b * 34;
-        prefetch(wg, 5);
-        const q8g g = q8_load(wg);
-        const xg4 xv = x_load(xq + b * QK);
-        acc = q8_fma(q8_dots(&g, &xv), g.dw, xd + b, xs + b, acc);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = w + b * bs;
+        const __m256i x = _mm256_load_si256((const __m256i *)(xq + b * QK));
+        const __m256i s0 = _mm512_castsi512_si256(start(q8, _mm512_castsi256_si512(x)));
+        const __m256i s = _mm256_dpbusd_epi32(s0, wq_u(q8, wb), x);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dw_of(wb) * xd[b]), _mm256_cvtepi32_ps(s), acc);
     }
-    return tail_q8_avx512q(w, xq, xd, b, nb, acc);
+    return hsum8(acc);
 }
 
-static TGTI void rows2_q8(const uint8_t *w0, const uint8_t *w1, const int8_t *xq, const float *xd,
-                          const int32_t *xs, int64_t nb, float *y0, float *y1)
-{
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) {
-        prefetch(w0 + b * 34, 5);
-        prefetch(w1 + b * 34, 5);
-        const q8g g0 = q8_load(w0 + b * 34), g1 = q8_load(w1 + b * 34);
-        const xg4 xv = x_load(xq + b * QK);
-        const __m256 xdv = _mm256_loadu_ps(xd + b);
-        const __m256i x128 = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(xs + b)), 4);
-        acc0 = q4_fma_v(q8_dots(&g0, &xv), g0.dw, xdv, x128, acc0);
-        acc1 = q4_fma_v(q8_dots(&g1, &xv), g1.dw, xdv, x128, acc1);
-    }
-    *y0 = tail_q8_avx512q(w0, xq, xd, b, nb, acc0);
-    *y1 = tail_q8_avx512q(w1, xq, xd, b, nb, acc1);
-}
-
-static TGTI void row_q8_x4(const uint8_t *w, const pt_q8act *x, int64_t v, float *y, int64_t ldy)
+// One weight row · four vectors (v .. v+3) -> y[j * ldy]: vectors in pairs
+// side by side, the weight block broadcast to both halves.
+static TGTI void row_x4(bool q8, const uint8_t *w, const pt_q8act *x, int64_t v, float *y, int64_t ldy)
 {
     const int64_t nb = x->nb;
+    const size_t bs = q8 ? 34 : 18;
     const int8_t *xq[4];
     const float *xd[4];
-    const int32_t *xs[4];
-    __m256 acc[4];
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
         xq[j] = x->qs + (v + j) * nb * QK;
         xd[j] = x->d + (v + j) * nb;
-        xs[j] = x->s8 + (v + j) * nb;
-        acc[j] = _mm256_setzero_ps();
     }
-    int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) {
-        const q8g g = q8_load(w + b * 34);
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++)
-        {
-            const xg4 xv = x_load(xq[j] + b * QK);
-            acc[j] = q8_fma(q8_dots(&g, &xv), g.dw, xd[j] + b, xs[j] + b, acc[j]);
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = w + b * bs;
+        const __m512i wu = _mm512_broadcast_i64x4(wq_u(q8, wb));
+        const __m512 dw = _mm512_set1_ps(dw_of(wb));
+#pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            const __m512i xx = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_load_si256((const __m256i *)(xq[2 * p] + b * QK))),
+                _mm256_load_si256((const __m256i *)(xq[2 * p + 1] + b * QK)), 1);
+            const __m512i s = _mm512_dpbusd_epi32(start(q8, xx), wu, xx);
+            acc[p] = _mm512_fmadd_ps(_mm512_mul_ps(dw, bcast2(xd[2 * p][b], xd[2 * p + 1][b])),
+                                     _mm512_cvtepi32_ps(s), acc[p]);
         }
     }
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++)
-        y[j * ldy] = tail_q8_avx512q(w, xq[j], xd[j], b, nb, acc[j]);
+    hsum2(acc[0], y, y + ldy);
+    hsum2(acc[1], y + 2 * ldy, y + 3 * ldy);
 }
 
 // ---- tiles ---------------------------------------------------------------------
 
-// Rows x vectors (pt_qtile_fn): vectors in fours (each weight group loaded
-// and unpacked once for four), then the remaining vectors one at a time.
+// Rows x vectors (pt_qtile_fn): vectors in fours (each weight block loaded
+// and unpacked once for four), then the remaining vectors one at a time,
+// rows in fours, pairs, then one.
 TGT void pt_qtile_avx512(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x, int64_t v0,
                          int64_t nvec, float *y, int64_t ldy)
 {
     assert(t == PT_Q4_0 || t == PT_Q8_0);
     assert(w && x && y && nrows >= 0 && nvec >= 0);
     const int64_t nb = x->nb;
+    const bool q8 = t == PT_Q8_0;
     int64_t v = 0;
     for (; v + 4 <= nvec; v += 4) {
-        if (t == PT_Q4_0)
+        if (q8)
             for (int64_t r = 0; r < nrows; r++)
-                row_q4_x4(w + r * rb, x, v0 + v, y + v * ldy + r, ldy);
+                row_x4(true, w + r * rb, x, v0 + v, y + v * ldy + r, ldy);
         else
             for (int64_t r = 0; r < nrows; r++)
-                row_q8_x4(w + r * rb, x, v0 + v, y + v * ldy + r, ldy);
+                row_x4(false, w + r * rb, x, v0 + v, y + v * ldy + r, ldy);
     }
     for (; v < nvec; v++) {
         const int8_t *xq = x->qs + (v0 + v) * nb * QK;
         const float *xd = x->d + (v0 + v) * nb;
-        const int32_t *xs = x->s8 + (v0 + v) * nb;
         float *yv = y + v * ldy;
         int64_t r = 0;
-        if (KZ_ROWS2) {
-            if (t == PT_Q4_0)
-                for (; r + 2 <= nrows; r += 2)
-                    rows2_q4(w + r * rb, w + (r + 1) * rb, xq, xd, xs, nb, yv + r, yv + r + 1);
-            else
-                for (; r + 2 <= nrows; r += 2)
-                    rows2_q8(w + r * rb, w + (r + 1) * rb, xq, xd, xs, nb, yv + r, yv + r + 1);
+        if (q8) {
+            for (; r + 4 <= nrows; r += 4)
+                rows_q(true, 2, w + r * rb, rb, xq, xd, nb, yv + r);
+            for (; r + 2 <= nrows; r += 2)
+                rows_q(true, 1, w + r * rb, rb, xq, xd, nb, yv + r);
+            for (; r < nrows; r++)
+                yv[r] = row1_q(true, w + r * rb, xq, xd, nb);
+        } else {
+            for (; r + 4 <= nrows; r += 4)
+                rows_q(false, 2, w + r * rb, rb, xq, xd, nb, yv + r);
+            for (; r + 2 <= nrows; r += 2)
+                rows_q(false, 1, w + r * rb, rb, xq, xd, nb, yv + r);
+            for (; r < nrows; r++)
+                yv[r] = row1_q(false, w + r * rb, xq, xd, nb);
         }
-        if (t == PT_Q4_0)
-            for (; r < nrows; r++)
-                yv[r] = row_q4(w + r * rb, xq, xd, xs, nb);
-        else
-            for (; r < nrows; r++)
-                yv[r] = row_q8(w + r * rb, xq, xd, xs, nb);
     }
 }
 

@@ -13,15 +13,13 @@
 #define KX_TGT "avx2,fma,f16c,avxvnni"
 #define KX(name) name##_avxvnni
 #define KX_DOT(u, s) _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), (u), (s))
-#define KX_DOT2(u1, s1, u2, s2) \
-    _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), (u1), (s1)), (u2), (s2))
 #include "kernels/kern_x86_body.h"
 
 const pt_kern pt_kern_avxvnni = {
     .name = "avxvnni",
     .qpath = PT_QPATH_AVX2,
     .qtile = qtile_avxvnni,
-    .q4_paired = true,
+    .q4_paired = false,
     .quant_act = pt_quant_act_avx2,
     .ftile = pt_ftile_avx2,
     .dot_f32 = pt_dot_f32_avx2,

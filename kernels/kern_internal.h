@@ -3,13 +3,18 @@
 //
 // THE NUMERICS CONTRACT (every path reproduces it bit for bit):
 //
-// Block-quantised weights (Q8_0, Q4_0) with a Q8_0-quantised activation:
-//   for block b = 0 .. nb-1 (in order):
-//     s_b  = exact int32 dot of the 32 weight quants with the 32 activation
-//            quants (Q4_0: nibbles minus 8)
-//     dd_b = fp32(d_w[b]) * fp32(d_x[b])      (exact: 11x11-bit mantissas)
-//     acc[b % 8] = fmaf((float)s_b, dd_b, acc[b % 8])   (acc starts at +0)
-//   result = reduce8(acc)
+// Block-quantised weights (Q8_0, Q4_0) with a Q8_0-quantised activation,
+// ggml's x86 arithmetic (ggml_vec_dot_q{4,8}_0_q8_0's AVX2 branch and
+// llamafile's tinyBLAS_Q0_AVX, which do the same per output), so the
+// products equal llama.cpp's on x86 bit for bit:
+//   for block b = 0 .. nb-1 (in order), for lane l = 0 .. 7:
+//     s_{b,l} = exact int32 sum of the products of values 4l .. 4l+3 of the
+//               block's weights and activation quants (Q4_0 weight value j:
+//               j < 16 low nibble of byte j, else high nibble of byte j-16,
+//               minus 8)
+//     dd_b    = fp32(d_w[b]) * fp32(d_x[b])   (exact: 11x11-bit mantissas)
+//     acc[l]  = fmaf(dd_b, (float)s_{b,l}, acc[l])   (acc starts at +0)
+//   result = reduce8(acc)  (ggml's hsum_float_8)
 // Float weights (F32, F16, BF16 converted exactly to f32) with f32 input:
 //   for i = 0 .. n-1: acc[i % 16] = fmaf(w_i, x_i, acc[i % 16])
 //   result = reduce8(acc[i] + acc[i + 8], i = 0..7)
@@ -31,7 +36,7 @@
 typedef struct pt_q8act {
     const int8_t *qs;   // (nvec, nb * 32) quants, 32-byte aligned rows
     const float *d;     // (nvec, nb) block scale, fp16-rounded, as f32
-    const int32_t *s8;  // (nvec, nb) 8 * sum of the block's quants (Q4_0 offset)
+    const int32_t *s8;  // (nvec, nb) 8 * sum of the block's quants (no product reads it today)
     int64_t nb;         // blocks per vector
 } pt_q8act;
 
@@ -47,7 +52,7 @@ typedef struct pt_kern {
     const char *name;   // "scalar", "avx2", "avxvnni", "avx512vnni"
     int qpath;          // which vdot of a qtypes.h row this path uses (PT_QPATH_*)
     pt_qtile_fn qtile;  // block-quantised weights
-    bool q4_paired;     // Q4_0 activation quants in the path's own layout (quant_act's `paired`)
+    bool q4_paired;     // Q4_0 activation quants in the paired layout (quant_act's `paired`; no path today)
     pt_ftile_fn ftile;  // F32 / F16 / BF16 weights
     // One f32 vector (nb blocks) -> Q8_0 quants exactly as ggml's
     // quantize_row_q8_0 on x86 (id = 127/amax, ties to even), scales rounded to fp16 (kept as f32) and
@@ -75,10 +80,8 @@ float pt_dot_f32_avx2(const float *a, const float *b, int64_t n);
 void pt_axpy_avx2(float *y, float a, const float *x, int64_t n);
 void pt_dot_rows_avx2(float *out, const float *q, const float *rows, int64_t n, int64_t d, int64_t ld);
 void pt_axpy_rows_avx2(float *out, const float *p, const float *rows, int64_t n, int64_t d, int64_t ld);
-// The AVX-512 path's zmm Q4_0 / Q8_0 products (kern_avx512_q.c; they need
-// AVX-512 VBMI and GFNI as well) and their activation quantiser, whose
-// layouts (Q4_0 when `paired`, else Q8_0) are described there (not
-// pt_act_pos's).
+// The AVX-512 path's zmm Q4_0 / Q8_0 products (kern_avx512_q.c) and its
+// activation quantiser (natural layout for both types; `paired` ignored).
 void pt_qtile_avx512(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x, int64_t v0,
                      int64_t nvec, float *y, int64_t ldy);
 void pt_quant_act_avx512(const float *x, int64_t nb, bool paired, int8_t *qs, float *d, int32_t *s8);
@@ -88,8 +91,8 @@ bool pt_quantize_row_avx2(pt_dtype t, const float *x, void *dst, int64_t n);
 #endif
 
 // Where quant j of block b goes: natural (b * 32 + j) or, when `paired`,
-// the Q4_0 layout of kern_x86_body.h (blocks p and p + 4 of each full group
-// of 8 interleaved by halves).
+// blocks p and p + 4 of each full group of 8 interleaved by 16-byte halves
+// (a layout the quantisers still write on request; no product reads it).
 static inline int64_t pt_act_pos(bool paired, int64_t nb, int64_t b, int j)
 {
     if (!paired || b >= nb / 8 * 8)

@@ -14,34 +14,33 @@ static uint16_t load_u16(const uint8_t *p)
     return v;
 }
 
-// Integer dot of one weight block with one activation block.
-static int32_t block_dot_q8(const uint8_t *wb, const int8_t *xq)
+// Weight value j (0..31) of a Q8_0 / Q4_0 block as an integer (Q4_0:
+// values 0..15 are the low nibbles, 16..31 the high ones, minus 8).
+static int32_t wval(bool q8, const uint8_t *wb, int j)
 {
-    const int8_t *q = (const int8_t *)(wb + 2);
-    int32_t s = 0;
-    for (int j = 0; j < QK; j++)
-        s += (int32_t)q[j] * xq[j];
-    return s;
+    if (q8)
+        return ((const int8_t *)(wb + 2))[j];
+    const uint8_t b = wb[2 + j % 16];
+    return (j < 16 ? b & 0xF : b >> 4) - 8;
 }
 
-static int32_t block_dot_q4(const uint8_t *wb, const int8_t *xq)
-{
-    const uint8_t *q = wb + 2;
-    int32_t s = 0;
-    for (int j = 0; j < QK / 2; j++)
-        s += ((q[j] & 0xF) - 8) * (int32_t)xq[j] + ((q[j] >> 4) - 8) * (int32_t)xq[j + QK / 2];
-    return s;
-}
-
+// The contract of kern_internal.h: block b's lane l gets the exact int32
+// sum of the products of values 4l..4l+3, scaled by d_w * d_x in one fmaf.
 static float row_dot_q(pt_dtype t, const uint8_t *w, const int8_t *xq, const float *xd, int64_t nb)
 {
-    const size_t bs = t == PT_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+    const bool q8 = t == PT_Q8_0;
+    const size_t bs = q8 ? sizeof(block_q8_0) : sizeof(block_q4_0);
     float acc[8] = {0};
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *wb = w + b * bs;
-        int32_t s = t == PT_Q8_0 ? block_dot_q8(wb, xq + b * QK) : block_dot_q4(wb, xq + b * QK);
-        float dd = pt_fp16_to_f32(load_u16(wb)) * xd[b];
-        acc[b % 8] = fmaf((float)s, dd, acc[b % 8]);
+        const int8_t *xb = xq + b * QK;
+        const float dd = pt_fp16_to_f32(load_u16(wb)) * xd[b];
+        for (int l = 0; l < 8; l++) {
+            int32_t s = 0;
+            for (int j = 4 * l; j < 4 * l + 4; j++)
+                s += wval(q8, wb, j) * xb[j];
+            acc[l] = fmaf(dd, (float)s, acc[l]);
+        }
     }
     return pt_reduce8(acc);
 }

@@ -8,9 +8,9 @@
 // Numerics contract (the engine's placement invariant rests on it):
 //  - For Q8_0 / Q4_0 weights the input vector is first quantised to Q8_0
 //    (per 32-block, as ggml's x86 quantize_row_q8_0: id = 127/amax,
-//    ties to even), each block's integer
-//    dot product is exact, and block results are accumulated in fp32 in a
-//    fixed order. For F32 / F16 / BF16 weights, products are accumulated in
+//    ties to even), each block's integer sums (of 4 products per lane)
+//    are exact, and block results are accumulated in fp32 in ggml's x86
+//    order (kern_internal.h): the products equal llama.cpp's on x86. For F32 / F16 / BF16 weights, products are accumulated in
 //    fp32 in a fixed order.
 //  - The result for one output row depends only on that row and the input
 //    vector: never on the batch size, on which other rows are computed, on

@@ -10,14 +10,12 @@
 //
 //  * 32-value blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL): activations
 //    quantised per 32 values (Q8_0, or Q8_1 for the types with a min);
-//    block b's exact int32 dot s_b meets its scales in fmaf into lane b % 8
-//    of eight f32 accumulators that start at +0; result = reduce8.
-//      Q4_0/Q5_0/Q8_0/IQ4_NL:  acc[b%8] = fmaf((float)s_b, d_w*d_x, acc[b%8])
-//      Q4_1/Q5_1:              acc[b%8] = fmaf((float)s_b, d_w*d_x, acc[b%8]);
-//                              acc[b%8] = fmaf(m_w, s_x, acc[b%8])
-//    (Q4_1, Q5_0, Q5_1 and IQ4_NL instead follow ggml's AVX2 lanes and equal
-//    llama.cpp's x86 dot products bit for bit; their contracts are in
-//    qt_legacy.c and qt_iq.c)
+//    every type follows ggml's AVX2 lanes and equals llama.cpp's x86 dot
+//    products bit for bit: Q4_0 / Q8_0 (kern_internal.h): per block b and
+//    lane l, acc[l] = fmaf(d_w*d_x, (float)s_{b,l}, acc[l]) with s_{b,l}
+//    the exact sum of the 4 products 4l..4l+3, acc from +0, result =
+//    reduce8; Q4_1, Q5_0, Q5_1 and IQ4_NL: their contracts are in
+//    qt_legacy.c and qt_iq.c
 //  * 256-value super-blocks (the K and IQ types but IQ4_NL): activations
 //    quantised to Q8_K (ggml's quantize_row_q8_K_ref); each super-block's
 //    integer sums are exact int32, combined with the block's float scales

@@ -201,10 +201,10 @@ Test(golden, placement_invariance)
 // router decisions have margins down to 2e-4 (fixture README): quantising only
 // the token embedding (a table lookup, 0.4% error) already flips routing and
 // changes the argmax at ~5% of positions (docs/quality.md has the per-tensor
-// table). The bound here guards the measured figure (83.8%, 88/105, since
-// the float ops follow ggml's arithmetic: any rounding change moves it by a
-// few rows either way) against regressions; bench/quality.sh prints it with
-// KL divergence.
+// table). The bound here guards the measured figure (82.9%, 87/105, since
+// the Q8_0 products sum as ggml's x86 kernels: llama.cpp's own figure on
+// this very file, fixtures/llamacpp/README "Calibration") against
+// regressions; bench/quality.sh prints it with KL divergence.
 Test(golden, q8_0_argmax)
 {
     char *model = tu_tiny_model("q8_0");
@@ -230,7 +230,7 @@ Test(golden, q8_0_argmax)
         free(g);
         free(lg);
     }
-    cr_expect(agree * 100 >= total * 83, "q8_0 argmax agreement %d/%d < 83%%", agree, total);
+    cr_expect(agree * 100 >= total * 82, "q8_0 argmax agreement %d/%d < 82%%", agree, total);
     free(model);
 }
 

@@ -24,16 +24,13 @@ static uint32_t rnd32(void)
     return rs;
 }
 
-// Where quant j of block b goes, transcribed from the layouts' description
-// (not from the quantiser's code): full groups of 8 blocks in quads, Q4_0
-// (q4) as described, Q8_0 with the halves of block 1 of each quad swapped.
+// Where quant j of block b goes: the natural layout, for both types
+// (kern_avx512_q.c).
 static int64_t quad_pos(bool q4, int64_t nb, int64_t b, int j)
 {
-    if (b >= nb / 8 * 8)
-        return b * 32 + j;
-    const int64_t g = b / 8, k = b % 8;
-    const int half = (!q4 && k % 4 == 1) ? 1 - j / 16 : j / 16;
-    return g * 256 + (k / 4) * 128 + half * 64 + (k % 4) * 16 + j % 16;
+    (void)q4;
+    (void)nb;
+    return b * 32 + j;
 }
 
 #if defined(__x86_64__)

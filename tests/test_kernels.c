@@ -4,7 +4,7 @@
 //  1. a double-precision dot of the dequantised weights with the input
 //     (error within what the weight / activation quantisation allows);
 //  2. the numerics contract of kernels/kern_internal.h transcribed here
-//     independently (exact integer block dots, fmaf into lane b % 8 or
+//     independently (exact integer block dots, ggml x86 lanes of 4 products per block or
 //     i % 16, fixed halving reduction) — every path must equal it bit for bit;
 //  3. the paths and thread counts against each other, gemm against gemv.
 #include <criterion/criterion.h>
@@ -101,22 +101,32 @@ static float contract_dot(const tmat *W, int64_t r, const float *x)
     const int64_t nb = cols / 32;
     block_q8_0 *xq = malloc(sizeof(block_q8_0) * (size_t)nb);
     pt_quantize_row(PT_Q8_0, x, xq, cols);
+    // ggml's x86 order: lane l of block b = the 4 products 4l..4l+3 (Q4_0:
+    // values 0..15 the low nibbles, 16..31 the high ones), one fmaf per lane
     float acc[8] = {0};
     for (int64_t b = 0; b < nb; b++) {
-        int32_t s = 0;
+        int32_t wv[32];
         uint16_t dw;
         if (W->m.type == PT_Q8_0) {
             const block_q8_0 *wb = (const block_q8_0 *)row + b;
             for (int j = 0; j < 32; j++)
-                s += wb->qs[j] * xq[b].qs[j];
+                wv[j] = wb->qs[j];
             dw = wb->d;
         } else {
             const block_q4_0 *wb = (const block_q4_0 *)row + b;
-            for (int j = 0; j < 16; j++)
-                s += ((wb->qs[j] & 15) - 8) * xq[b].qs[j] + ((wb->qs[j] >> 4) - 8) * xq[b].qs[j + 16];
+            for (int j = 0; j < 16; j++) {
+                wv[j] = (wb->qs[j] & 15) - 8;
+                wv[j + 16] = (wb->qs[j] >> 4) - 8;
+            }
             dw = wb->d;
         }
-        acc[b % 8] = fmaf((float)s, pt_fp16_to_f32(dw) * pt_fp16_to_f32(xq[b].d), acc[b % 8]);
+        const float dd = pt_fp16_to_f32(dw) * pt_fp16_to_f32(xq[b].d);
+        for (int l = 0; l < 8; l++) {
+            int32_t s = 0;
+            for (int j = 4 * l; j < 4 * l + 4; j++)
+                s += wv[j] * xq[b].qs[j];
+            acc[l] = fmaf(dd, (float)s, acc[l]);
+        }
     }
     free(xq);
     return halve8(acc);

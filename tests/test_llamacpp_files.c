@@ -10,10 +10,12 @@
 //     weights, the expert sum) follows ggml's x86 CPU arithmetic bit for bit
 //     (kernels/ops.c), and its activation quantisers round as ggml's, so on
 //     a file whose every product also sums as ggml's x86 kernels do
-//     (LC_EXACT: Q4_1, Q5_0, Q5_1 and the K-quants) every row of every case
-//     must EQUAL llama.cpp's logits, bit for bit, with the same experts.
-//     Files with Q4_0, Q8_0, IQ4_NL or i-quant products (whose block sums
-//     follow Petrel's own fixed order, not ggml's) may still round one
+//     (LC_EXACT: Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, whose
+//     products are these types and the Q4_0 / Q8_0 fallbacks) every row of
+//     every case must EQUAL llama.cpp's logits, bit for bit, with the same
+//     experts.
+//     Files with IQ4_NL or i-quant products (whose block sums follow
+//     Petrel's own fixed order, not ggml's) may still round one
 //     8-bit activation to the next integer, which moves later rows by
 //     ~0.03-0.12 on this random model: rows before the first routing
 //     difference must agree to LC_TOL_Q; the test prints how many leading
@@ -46,7 +48,7 @@
 // logits bit for bit (all rows of all 4 cases, same experts everywhere).
 static bool lc_exact(const char *label)
 {
-    static const char *const exact[] = {"Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K"};
+    static const char *const exact[] = {"Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"};
     for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
         if (strcmp(label, exact[i]) == 0)
             return true;
