@@ -353,6 +353,11 @@ int pt_hparams_validate(const pt_hparams *hp, const char *what, pt_err *err)
     REQ(hp->n_vocab > 0, "vocab_size", "must be > 0");
     REQ(hp->n_embd > 0, "hidden_size", "must be > 0");
     REQ(hp->n_layer > 0, "num_hidden_layers", "must be > 0");
+    // Bounds far above any real model (DeepSeek-V3 62 blocks, Kimi-K2 384 experts), so that a
+    // hostile header cannot make the tensor list or the router's tables absurdly large.
+    REQ(pt_hp_n_blocks(hp) <= PT_MAX_BLOCKS, "num_hidden_layers", "%u blocks: at most %d are supported",
+        pt_hp_n_blocks(hp), PT_MAX_BLOCKS);
+    REQ(hp->n_expert <= 65536, "n_routed_experts", "%u: at most 65536 are supported", hp->n_expert);
     REQ(hp->n_nextn <= 4, "num_nextn_predict_layers", "%u is more than 4", hp->n_nextn);
     REQ(hp->n_head > 0, "num_attention_heads", "must be > 0");
     REQ(hp->kv_lora_rank > 0, "kv_lora_rank", "must be > 0 (MLA)");
