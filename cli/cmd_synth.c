@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli/commands.h"
-#include "convert/synth.h"
+#include "synth/synth.h"
 
 static void usage(FILE *f)
 {

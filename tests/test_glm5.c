@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "convert/hfconfig.h"
-#include "convert/synth_plan.h"
+#include "synth/synth_plan.h"
 #include "engine/context.h"
 #include "engine/dsa.h"
 #include "format/gguf.h"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "convert/synth.h"
+#include "synth/synth.h"
 #include "format/safetensors.h"
 #include "tests/testutil.h"
 #include "tokenizer/tokenizer.h"

@@ -1,10 +1,10 @@
-// convert/synth_int.h — internals shared by the synth_*.c files (not API).
-#ifndef PETREL_CONVERT_SYNTH_INT_H
-#define PETREL_CONVERT_SYNTH_INT_H
+// synth/synth_int.h — internals shared by the synth_*.c files (not API).
+#ifndef PETREL_SYNTH_INT_H
+#define PETREL_SYNTH_INT_H
 
 #include <stdint.h>
 #include <stdio.h>
-#include "convert/synth.h"
+#include "synth/synth.h"
 #include "format/safetensors.h"
 
 // How a tensor's values are made (see synth_gen.c for the distributions).

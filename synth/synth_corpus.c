@@ -1,4 +1,4 @@
-// convert/synth_corpus.c — built-in text for the synthetic tokenizer.
+// synth/synth_corpus.c — built-in text for the synthetic tokenizer.
 //
 // The BPE merges of `petrel synth` tokenizers are trained on this text
 // (public-domain English: Dickens, Lincoln, the Declaration of
@@ -7,7 +7,7 @@
 // a Japanese sentence) plus pseudo-words generated from it (synth_tok.c).
 // The chat template and the pre-tokenizer are DeepSeek-V3's, copied from
 // tests/fixtures/tokenizer/deepseek_v3 (tokenizer_config.json, tokenizer.json).
-#include "convert/synth_int.h"
+#include "synth/synth_int.h"
 
 const char synth_corpus_text[] =
     "It was the best of times, it was the worst of times, it was the age of wisdom, it was the a"

@@ -1,4 +1,4 @@
-// convert/synth.c — presets and the checkpoint plan of `petrel synth`.
+// synth/synth.c — presets and the checkpoint plan of `petrel synth`.
 //
 // The plan lists every tensor of a DeepSeek-V3 checkpoint (names, dtypes and
 // shapes as in the real one and in tests/fixtures/tiny-dsv3), assigns them
@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "convert/synth_int.h"
-#include "convert/synth_plan.h"
+#include "synth/synth_int.h"
+#include "synth/synth_plan.h"
 
 #define MB (1024ull * 1024ull)
 #define GB (1024ull * MB)

@@ -1,10 +1,10 @@
-// convert/synth_json.c — config.json, model.safetensors.index.json and
+// synth/synth_json.c — config.json, model.safetensors.index.json and
 // safetensors shard headers of a synthetic checkpoint, formatted like the
 // files of the published DeepSeek-V3 checkpoint (and tests/fixtures/tiny-dsv3).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "convert/synth_plan.h"
+#include "synth/synth_plan.h"
 
 // Closes a memstream and returns its buffer (NULL if writing failed).
 static char *ms_close(FILE *f, char **buf)

@@ -1,4 +1,4 @@
-// convert/synth.h — deterministic synthetic DeepSeek-V3 checkpoints.
+// synth/synth.h — deterministic synthetic DeepSeek-V3 checkpoints.
 //
 // `petrel synth --preset NAME -o DIR [--seed N]` writes a random (untrained)
 // model in exactly the Hugging Face DeepSeek-V3 FP8 layout of
@@ -12,8 +12,13 @@
 // tensor by tensor (memory does not grow with the model) under temporary
 // names; the index is written last, so a killed run never leaves a
 // complete-looking checkpoint. docs of the weight distributions: synth.c.
-#ifndef PETREL_CONVERT_SYNTH_H
-#define PETREL_CONVERT_SYNTH_H
+//
+// This header is the folder's contract: cli/cmd_synth.c and the tests use
+// only it (test_glm5.c also reads the tensor plan, synth_plan.h). synth/
+// depends on common/ and format/safetensors.h (dtype enum) only, never on
+// convert/: the generator writes the Hugging Face layout that convert/ reads.
+#ifndef PETREL_SYNTH_H
+#define PETREL_SYNTH_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-// convert/synth_tok.c — the byte-level BPE tokenizer of synthetic models.
+// synth/synth_tok.c — the byte-level BPE tokenizer of synthetic models.
 //
 // Ids: 0 <｜begin▁of▁sentence｜>, 1 <｜end▁of▁sentence｜>, 2 <｜▁pad▁｜> (as in
 // DeepSeek-V3: in the BPE vocab and in added_tokens), 3..258 the 256 bytes
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "common/util.h"
-#include "convert/synth_int.h"
+#include "synth/synth_int.h"
 
 #define N_HEAD_SPECIAL 3
 #define FIRST_MERGE_ID (N_HEAD_SPECIAL + 256)

@@ -1,4 +1,4 @@
-// convert/synth_gen.c — the values of synthetic tensors.
+// synth/synth_gen.c — the values of synthetic tensors.
 //
 // Every value is a pure function of (tensor seed, row, column): a row's
 // random bits come from splitmix64 over a counter (one 64-bit draw per four
@@ -23,7 +23,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include "convert/synth_int.h"
+#include "synth/synth_int.h"
 
 #define SYNTH_BLK 128u
 #define NV_MAX 600                 // |normal table entry| <= NV_MAX (4.33 sigma * 128 = 554)

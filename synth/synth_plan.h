@@ -1,10 +1,10 @@
-// convert/synth_plan.h — the tensor plan of a synthetic checkpoint (internal).
-#ifndef PETREL_CONVERT_SYNTH_PLAN_H
-#define PETREL_CONVERT_SYNTH_PLAN_H
+// synth/synth_plan.h — the tensor plan of a synthetic checkpoint (internal).
+#ifndef PETREL_SYNTH_PLAN_H
+#define PETREL_SYNTH_PLAN_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include "convert/synth_int.h"
+#include "synth/synth_int.h"
 
 typedef struct synth_plan {
     synth_tensor *t;            // (n,) in model order

@@ -1,4 +1,4 @@
-// convert/synth_write.c — streams a synthetic checkpoint to disk.
+// synth/synth_write.c — streams a synthetic checkpoint to disk.
 //
 // Per shard: the header is written first (all sizes are known from the
 // plan), the F32 region (scale_inv + router bias, tiny) is kept in memory
@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "common/util.h"
-#include "convert/synth_plan.h"
+#include "synth/synth_plan.h"
 
 #define BATCH_BYTES (32u << 20)     // bytes per generation batch (one buffer)
 #define UNIT_BF16_BYTES (256u << 10) // target bytes of one BF16 work unit
