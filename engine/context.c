@@ -76,8 +76,10 @@ static int scratch_alloc(pt_scratch *s, const pt_hparams *hp, uint64_t B, uint64
     return 0;
 }
 
-petrel_context *petrel_context_new(petrel_model *m, const petrel_context_params *params, char *errbuf,
-                                   size_t errlen)
+// Creates a context of m; with base, one that shares base's expert cache and
+// streaming state (n_batch capped at the owner's, whose stream scratch it uses).
+static petrel_context *context_new(petrel_model *m, const petrel_context_params *params, petrel_context *base,
+                                   char *errbuf, size_t errlen)
 {
     pt_err err = {{0}};
     petrel_context_params p = params ? *params : petrel_context_default_params();
@@ -90,6 +92,8 @@ petrel_context *petrel_context_new(petrel_model *m, const petrel_context_params 
     c->n_batch = p.n_batch ? p.n_batch : 512;
     if (c->n_batch > c->n_ctx)
         c->n_batch = c->n_ctx;
+    if (base && c->n_batch > pt_expert_root(base)->n_batch)
+        c->n_batch = pt_expert_root(base)->n_batch;
     c->n_threads = m->params.n_threads > 0 ? m->params.n_threads : omp_get_num_procs();
     c->kv_dim = hp->kv_lora_rank + hp->qk_rope;
     const uint32_t n_blocks = pt_hp_n_blocks(hp);
@@ -124,11 +128,24 @@ petrel_context *petrel_context_new(petrel_model *m, const petrel_context_params 
     c->tokens = calloc(c->n_ctx, sizeof(petrel_token));
     c->hidden = falloc((uint64_t)c->n_batch * hp->n_embd);
     c->last_pos = calloc(c->n_batch, sizeof(int32_t));
+    c->rowbuf = calloc(c->n_batch, sizeof(petrel_context *));
+    if (!c->tokens || !c->hidden || !c->last_pos || !c->rowbuf) {
+        pt_errf(&err, "out of memory (context buffers)");
+        goto fail;
+    }
     if (scratch_alloc(&c->s, hp, c->n_batch, c->n_ctx, c->n_threads, c->sel_stride) < 0) {
         pt_errf(&err, "out of memory (scratch buffers for a batch of %u)", c->n_batch);
         goto fail;
     }
 
+    if (base) { // the owner's expert cache and streaming state
+        petrel_context *root = pt_expert_root(base);
+        c->expert_owner = root;
+        c->stream = root->stream;
+        c->ecache = root->ecache;
+        root->n_sharing++;
+        return c;
+    }
     // Expert streaming: RAM budget, reader, expert cache, hot-store (engine/stream.c).
     if (pt_stream_init(c, &err) < 0)
         goto fail;
@@ -140,10 +157,24 @@ fail:
     return NULL;
 }
 
+petrel_context *petrel_context_new(petrel_model *m, const petrel_context_params *params, char *errbuf,
+                                   size_t errlen)
+{
+    return context_new(m, params, NULL, errbuf, errlen);
+}
+
+petrel_context *petrel_context_new_shared(petrel_context *base, const petrel_context_params *params, char *errbuf,
+                                          size_t errlen)
+{
+    assert(base);
+    return context_new(base->model, params, base, errbuf, errlen);
+}
+
 void petrel_context_free(petrel_context *c)
 {
     if (!c)
         return;
+    assert(c->n_sharing == 0 && "free the contexts sharing this one's expert cache first");
     if (c->kv)
         for (uint32_t il = 0; il < pt_hp_n_blocks(&c->model->hp); il++)
             pt_free_aligned(c->kv[il]);
@@ -158,8 +189,13 @@ void petrel_context_free(petrel_context *c)
     free(c->logits);
     free(c->mtp_logits);
     scratch_free(&c->s);
-    pt_stream_free(c);
-    pt_ecache_free(c->ecache);
+    free(c->rowbuf);
+    if (c->expert_owner) {
+        c->expert_owner->n_sharing--;
+    } else {
+        pt_stream_free(c);
+        pt_ecache_free(c->ecache);
+    }
     free(c);
 }
 
@@ -178,7 +214,7 @@ void petrel_kv_truncate(petrel_context *c, int32_t n)
         c->mtp_len = n;
 }
 
-static int ensure_rows(float **buf, int *have, int rows, int n_vocab)
+int pt_ensure_rows(float **buf, int *have, int rows, int n_vocab)
 {
     if (*have >= rows)
         return 0;
@@ -191,7 +227,7 @@ static int ensure_rows(float **buf, int *have, int rows, int n_vocab)
 }
 
 // Final norm of s->x into c->hidden, then logits for rows [first, B).
-static int finish(petrel_context *c, int B, int first)
+int pt_finish(petrel_context *c, int B, int first)
 {
     const petrel_model *m = c->model;
     const int n_embd = (int)m->hp.n_embd, n_vocab = (int)m->hp.n_vocab;
@@ -199,7 +235,7 @@ static int finish(petrel_context *c, int B, int first)
         pt_rmsnorm(c->hidden + (size_t)b * n_embd, c->s.x + (size_t)b * n_embd, m->output_norm, n_embd,
                    m->hp.rms_eps);
     int n_rows = B - first;
-    if (ensure_rows(&c->logits, &c->logits_rows, n_rows, n_vocab) < 0)
+    if (pt_ensure_rows(&c->logits, &c->logits_rows, n_rows, n_vocab) < 0)
         return pt_errf(&c->err, "out of memory (logits for %d positions)", n_rows);
     pt_gemm(&m->output, c->hidden + (size_t)first * n_embd, n_rows, c->logits);
     c->logits_first = first;
@@ -244,7 +280,7 @@ int petrel_decode(petrel_context *c, const petrel_token *tokens, const int32_t *
     for (uint32_t il = 0; il < hp->n_layer; il++)
         if (pt_forward_block(c, (int)il, n) < 0)
             return -1;
-    if (finish(c, n, logits_mode == PETREL_LOGITS_ALL ? 0 : n - 1) < 0)
+    if (pt_finish(c, n, logits_mode == PETREL_LOGITS_ALL ? 0 : n - 1) < 0)
         return -1;
     for (int i = 0; i < n; i++) {
         c->tokens[p0 + i] = tokens[i];
@@ -257,6 +293,9 @@ int petrel_decode(petrel_context *c, const petrel_token *tokens, const int32_t *
     if (n > 1) {
         c->st.n_prompt_tokens += (uint64_t)n;
         c->st.t_prompt_s += dt;
+        c->st.prefill_chunks++;
+        if ((uint64_t)n > c->st.prefill_chunk_max)
+            c->st.prefill_chunk_max = (uint64_t)n;
     } else {
         c->st.n_decode_tokens += 1;
         c->st.t_decode_s += dt;
@@ -317,7 +356,7 @@ int petrel_decode_mtp(petrel_context *c, const int *batch_idx, const petrel_toke
     c->mtp_len = s->pos[0] + n;
     for (int j = 0; j < n; j++)
         pt_rmsnorm(s->xn + (size_t)j * n_embd, s->x + (size_t)j * n_embd, L->head_norm, n_embd, hp->rms_eps);
-    if (ensure_rows(&c->mtp_logits, &c->mtp_rows, n, (int)hp->n_vocab) < 0)
+    if (pt_ensure_rows(&c->mtp_logits, &c->mtp_rows, n, (int)hp->n_vocab) < 0)
         return pt_errf(&c->err, "out of memory (MTP logits for %d positions)", n);
     pt_gemm(L->head, s->xn, n, c->mtp_logits);
     c->mtp_n = n;

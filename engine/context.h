@@ -46,6 +46,17 @@ typedef struct pt_scratch {
     int32_t *nsel;   // (B) their count, -1 = every key (dense)
 } pt_scratch;
 
+// Counters of multi-context steps (petrel_decode_multi); copied into petrel_stats.
+typedef struct pt_multi_stats {
+    uint64_t steps;         // petrel_decode_multi calls
+    uint64_t rows;          // rows (contexts) over those calls
+    uint64_t max_rows;      // largest step
+    uint64_t expert_uses;   // (row, routed expert) uses in those steps, all MoE blocks
+    uint64_t expert_visits; // distinct experts fetched and computed for them
+    uint64_t bytes_shared;  // expert bytes a per-context step would have fetched again
+    double t_s;             // time in those calls
+} pt_multi_stats;
+
 struct petrel_context {
     petrel_model *model;
     uint32_t n_ctx;
@@ -80,7 +91,20 @@ struct petrel_context {
     petrel_stats st;
     pt_err err;
     struct pt_stream *stream; // expert streaming state (engine/stream.h)
+    // Multi-context decoding (engine/batch.c)
+    petrel_context *expert_owner; // context whose expert cache and streaming state this one
+                                  // shares (petrel_context_new_shared); NULL = its own
+    int n_sharing;                // contexts sharing this one's expert cache (must be 0 at free)
+    petrel_context **rowctx;      // (n_batch) during a petrel_decode_multi step: the context owning
+                                  // each batch row (its KV cache, observers); NULL otherwise
+    petrel_context **rowbuf;      // (n_batch) storage for rowctx
+    pt_multi_stats mst;           // multi-context steps, kept by the expert owner
 };
+
+// The context owning c's expert cache (c itself unless shared).
+static inline petrel_context *pt_expert_root(petrel_context *c) { return c->expert_owner ? c->expert_owner : c; }
+// The context owning batch row b of a step on c (c unless a multi-context step).
+static inline petrel_context *pt_row_ctx(petrel_context *c, int b) { return c->rowctx ? c->rowctx[b] : c; }
 
 // Runs one block (trunk layer or MTP block il) on s->x (B rows) in place,
 // with the batch's positions in s->pos. -1 + c->err on an I/O failure.
@@ -90,6 +114,10 @@ void pt_ffn(petrel_context *c, const pt_mat *gate, const pt_mat *up, const pt_ma
             float *Y);
 // MoE sub-block of block il: s->xn (B rows) -> s->tmp. -1 + c->err on I/O failure.
 int pt_moe(petrel_context *c, int il, int B);
+// Grows *buf to rows rows of n_vocab floats (*have = rows allocated). -1 when out of memory.
+int pt_ensure_rows(float **buf, int *have, int rows, int n_vocab);
+// Final norm of s->x (B rows) into c->hidden, then logits for rows [first, B). -1 + c->err.
+int pt_finish(petrel_context *c, int B, int first);
 // Embedding rows for tokens into out (B, n_embd).
 void pt_embed(const pt_mat *embd, const petrel_token *tokens, int B, float *out);
 

@@ -153,9 +153,11 @@ void pt_dsa_index(petrel_context *c, int il, int B)
 
     // Keys of the batch into the cache.
     pt_gemm(&L->idx_k, s->xn, B, s->ikn);
-    float *cache = c->ik[il];
+    // (In a multi-context step, engine/batch.c, each row has its own context's key cache.)
+    int32_t pmax = 0;
     for (int b = 0; b < B; b++) {
-        float *key = cache + (size_t)s->pos[b] * d;
+        float *key = pt_row_ctx(c, b)->ik[il] + (size_t)s->pos[b] * d;
+        pmax = s->pos[b] > pmax ? s->pos[b] : pmax;
         memcpy(key, s->ikn + (size_t)b * d, sizeof(float) * (size_t)d);
         layernorm(key, L->idx_k_norm, L->idx_k_bias, d);
         idx_rope(m, key, s->pos[b]);
@@ -165,7 +167,7 @@ void pt_dsa_index(petrel_context *c, int il, int B)
         c->t_idx_s += pt_now() - t0;
         return;
     }
-    if (s->pos[B - 1] + 1 <= k) { // every query keeps every key: no scores needed (positions ascend)
+    if (pmax + 1 <= k) { // every query keeps every key: no scores needed
         for (int b = 0; b < B; b++)
             s->nsel[b] = -1;
         c->sel_valid = true;
@@ -189,8 +191,9 @@ void pt_dsa_index(petrel_context *c, int il, int B)
             s->nsel[b] = -1;
             continue;
         }
-        score_keys(c, cache, s->iq + (size_t)b * H * d, s->iw + (size_t)b * H, n, s->iscore);
-        top_k(s->iscore, n, k, s->iheap, s->sel + (size_t)b * k);
+        petrel_context *rc = pt_row_ctx(c, b);
+        score_keys(c, rc->ik[il], s->iq + (size_t)b * H * d, s->iw + (size_t)b * H, n, rc->s.iscore);
+        top_k(rc->s.iscore, n, k, s->iheap, s->sel + (size_t)b * k);
         s->nsel[b] = k;
     }
     c->sel_valid = true;
@@ -199,19 +202,20 @@ void pt_dsa_index(petrel_context *c, int il, int B)
 
 void pt_dsa_report(petrel_context *c, int il, int B)
 {
-    if (!c->dsa_fn)
-        return;
     pt_scratch *s = &c->s;
     const int k = (int)c->sel_stride;
     int32_t *all = s->iheap; // free once the selections are made; (k) >= any dense count
     for (int b = 0; b < B; b++) {
+        const petrel_context *rc = pt_row_ctx(c, b); // each row's own observer
+        if (!rc->dsa_fn)
+            continue;
         const int n = s->pos[b] + 1;
         if (s->nsel[b] >= 0) {
-            c->dsa_fn(c->dsa_user, il, s->pos[b], s->sel + (size_t)b * k, s->nsel[b]);
+            rc->dsa_fn(rc->dsa_user, il, s->pos[b], s->sel + (size_t)b * k, s->nsel[b]);
             continue;
         }
         for (int t = 0; t < n; t++)
             all[t] = t;
-        c->dsa_fn(c->dsa_user, il, s->pos[b], all, n);
+        rc->dsa_fn(rc->dsa_user, il, s->pos[b], all, n);
     }
 }

@@ -96,10 +96,10 @@ static void attention(petrel_context *c, int il, int B)
     pt_gemm(&L->kv_a, s->xn, B, s->kva);
     const bool sparse = dsa_select(c, il, B);
 
-    float *cache = c->kv[il];
+    // (In a multi-context step each row writes and reads its own context's cache.)
     for (int b = 0; b < B; b++) {
         const float *kv = s->kva + (size_t)b * kvd;
-        float *slot = cache + (size_t)s->pos[b] * kvd;
+        float *slot = pt_row_ctx(c, b)->kv[il] + (size_t)s->pos[b] * kvd;
         pt_rmsnorm(slot, kv, L->kv_a_norm, kvl, hp->rms_eps);
         memcpy(slot + kvl, kv + kvl, sizeof(float) * (size_t)rope);
         rope_apply(m, slot + kvl, s->pos[b]);
@@ -130,7 +130,10 @@ static void attention(petrel_context *c, int il, int B)
     for (int bh = 0; bh < B * H; bh++) {
         const int b = bh / H, h = bh % H;
         const int n = s->pos[b] + 1;
-        float *sc = s->scores + (size_t)omp_get_thread_num() * c->n_ctx;
+        const petrel_context *rc = pt_row_ctx(c, b);
+        const float *cache = rc->kv[il];
+        assert(omp_get_thread_num() < rc->n_threads && n <= (int)rc->n_ctx);
+        float *sc = rc->s.scores + (size_t)omp_get_thread_num() * rc->n_ctx;
         float qcat[4096]; // [q absorbed (kv_lora) | q rope], as the cache rows [c_kv | k_rope]
         memcpy(qcat, s->qlat + ((size_t)h * B + b) * kvl, sizeof(float) * (size_t)kvl);
         memcpy(qcat + kvl, s->q + (size_t)b * H * qd + (size_t)h * qd + nope, sizeof(float) * (size_t)rope);

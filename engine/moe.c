@@ -261,6 +261,23 @@ static void unpin_pending(petrel_context *c, int il, int nu)
             pt_ecache_release(c->ecache, il, st->uniq[i]);
 }
 
+// Statistics of one MoE block over B rows with nu distinct experts: a
+// multi-context step counts the fetches its rows share (in the expert
+// cache owner's counters), a prefill chunk its tokens per expert visit.
+static void count_visits(petrel_context *c, int il, int B, int nu)
+{
+    const uint64_t uses = (uint64_t)B * c->model->hp.n_expert_used;
+    if (c->rowctx) {
+        pt_multi_stats *ms = &pt_expert_root(c)->mst;
+        ms->expert_uses += uses;
+        ms->expert_visits += (uint64_t)nu;
+        ms->bytes_shared += (uses - (uint64_t)nu) * pt_ecache_slot_bytes_for(&c->model->exp_src[il]);
+    } else if (B > 1) {
+        c->st.prefill_expert_visits += (uint64_t)nu;
+        c->st.prefill_expert_rows += uses;
+    }
+}
+
 // Routed experts + shared experts: s->xn -> s->tmp.
 int pt_moe(petrel_context *c, int il, int B)
 {
@@ -280,10 +297,12 @@ int pt_moe(petrel_context *c, int il, int B)
     for (int b = 0; b < B; b++)
         pt_route(&rc, s->rlogits + (size_t)b * hp->n_expert, L->exp_bias, s->rids + (size_t)b * n_used,
                  s->rw + (size_t)b * n_used, s->rscratch);
-    if (c->route_fn)
-        for (int b = 0; b < B; b++)
-            c->route_fn(c->route_user, il, s->pos[b], s->rids + (size_t)b * n_used, s->rw + (size_t)b * n_used,
-                        n_used);
+    for (int b = 0; b < B; b++) { // each row's own observer (rows of several contexts: engine/batch.c)
+        const petrel_context *rc = pt_row_ctx(c, b);
+        if (rc->route_fn)
+            rc->route_fn(rc->route_user, il, s->pos[b], s->rids + (size_t)b * n_used, s->rw + (size_t)b * n_used,
+                         n_used);
+    }
     pt_stream_trace(c, 'A', il, B, s->rids, n_used);
 
     // Distinct experts of the batch, ascending; heat for the usage file.
@@ -307,6 +326,7 @@ int pt_moe(petrel_context *c, int il, int B)
             nu++;
         }
     pt_stream_note_actual(c, il, st->uniq, nu);
+    count_visits(c, il, B, nu);
 
     // Pin what is resident or already loading first (so that no miss of
     // this batch can evict it), then start the reads of the rest, then the

@@ -20,6 +20,14 @@ void petrel_get_stats(const petrel_context *c, petrel_stats *out)
     out->trunk_bytes = c->model->trunk_bytes;
     out->expert_cache_bytes = pt_ecache_bytes(c->ecache);
     pt_stream_fill_stats(c, out); // tiers, prefetch, I/O time (engine/stream_stats.c)
+    const pt_multi_stats *ms = &(c->expert_owner ? c->expert_owner : c)->mst; // shared by the cache's contexts
+    out->multi_steps = ms->steps;
+    out->multi_rows = ms->rows;
+    out->multi_max_rows = ms->max_rows;
+    out->multi_expert_uses = ms->expert_uses;
+    out->multi_expert_visits = ms->expert_visits;
+    out->multi_bytes_shared = ms->bytes_shared;
+    out->t_multi_s = ms->t_s;
 }
 
 void petrel_reset_stats(petrel_context *c)
@@ -27,6 +35,9 @@ void petrel_reset_stats(petrel_context *c)
     uint64_t kv = c->st.kv_bytes;
     memset(&c->st, 0, sizeof c->st);
     c->st.kv_bytes = kv;
+    memset(&c->mst, 0, sizeof c->mst);
+    if (c->expert_owner) // (the shared cache's counters are reset too, below)
+        memset(&c->expert_owner->mst, 0, sizeof c->expert_owner->mst);
     pt_stream_reset_stats(c);
 }
 
@@ -50,4 +61,17 @@ void petrel_print_stats(const petrel_context *c, void *file)
     fprintf(f, "memory: resident %.1f MB (peak %.1f MB): trunk %.1f MB, expert cache %.1f MB, KV cache %.1f MB\n",
             (double)s.rss_bytes / 1e6, (double)s.peak_rss_bytes / 1e6, (double)s.trunk_bytes / 1e6,
             (double)s.expert_cache_bytes / 1e6, (double)s.kv_bytes / 1e6);
+    if (s.prefill_chunks)
+        fprintf(f, "prefill: %llu chunks (largest %llu tokens), %.1f experts visited per chunk, %.2f tokens per "
+                   "expert visit\n",
+                (unsigned long long)s.prefill_chunks, (unsigned long long)s.prefill_chunk_max,
+                (double)s.prefill_expert_visits / (double)s.prefill_chunks,
+                s.prefill_expert_visits ? (double)s.prefill_expert_rows / (double)s.prefill_expert_visits : 0.0);
+    if (s.multi_steps)
+        fprintf(f, "batched decode: %llu steps, %.2f contexts per step (max %llu), %.2f tok/s aggregate, expert "
+                   "fetches %llu of %llu uses (%llu avoided, %.1f MB shared)\n",
+                (unsigned long long)s.multi_steps, (double)s.multi_rows / (double)s.multi_steps,
+                (unsigned long long)s.multi_max_rows, s.t_multi_s > 0 ? (double)s.multi_rows / s.t_multi_s : 0.0,
+                (unsigned long long)s.multi_expert_visits, (unsigned long long)s.multi_expert_uses,
+                (unsigned long long)(s.multi_expert_uses - s.multi_expert_visits), (double)s.multi_bytes_shared / 1e6);
 }

@@ -97,6 +97,26 @@ enum { PETREL_LOGITS_LAST = 0, PETREL_LOGITS_ALL = 1 };
 // a gap, an I/O error).
 int petrel_decode(petrel_context *c, const petrel_token *tokens, const int32_t *pos, int n,
                   int logits_mode);
+// One decode step for n conversations at once: context ctxs[i] gets token
+// tokens[i] at its next position (petrel_kv_len(ctxs[i])), attends over its own
+// KV cache, and afterwards holds that position's logits (petrel_get_logits(ctxs[i],
+// 0)), as if petrel_decode(ctxs[i], &tokens[i], NULL, 1, PETREL_LOGITS_LAST) had
+// run: bit-identical logits and KV entries, and petrel_decode_mtp works on it
+// after. The trunk's matrix products run once over the n rows, and the MoE of
+// every block over all n rows together: each distinct routed expert of the
+// step is fetched (through ctxs[0]'s expert cache) and computed once for all
+// the rows that chose it. All contexts must belong to the same model and be
+// distinct, n <= ctxs[0]'s n_batch; use contexts made by petrel_context_new_shared
+// so that they share one expert cache. Returns 0, or -1 with a message in err
+// (and in petrel_context_error(ctxs[0])); on failure no context advances.
+int petrel_decode_multi(petrel_context **ctxs, const petrel_token *tokens, int n, char *err, size_t errlen);
+// A new context of base's model with its own KV cache, scratch and decode
+// statistics that shares base's expert cache, streaming state, routing heat
+// and RAM budget (the expert budget is not re-divided; its KV cache comes on
+// top). n_batch is capped at base's. base must outlive it, and contexts that
+// share a cache must not decode at the same time from different threads.
+petrel_context *petrel_context_new_shared(petrel_context *base, const petrel_context_params *params, char *err,
+                                          size_t errlen);
 // Logits (n_vocab floats) of batch entry i of the last petrel_decode; only
 // the last entry with PETREL_LOGITS_LAST. NULL if not computed.
 const float *petrel_get_logits(petrel_context *c, int i);
@@ -191,6 +211,21 @@ typedef struct petrel_stats {
     double t_io_busy_s;            // time with at least one expert read in flight
     int io_mode;                   // backend in use (PETREL_IO_*)
     double io_mean_queue_depth;    // device requests in flight on average while reading
+    // Multi-context decoding (petrel_decode_multi; counted for all contexts sharing one
+    // expert cache) and batched prefill (additions).
+    uint64_t multi_steps;          // petrel_decode_multi calls
+    uint64_t multi_rows;           // rows over them: mean batch size = multi_rows / multi_steps
+    uint64_t multi_max_rows;       // largest batch
+    uint64_t multi_expert_uses;    // (row, routed expert) uses in them, every MoE block
+    uint64_t multi_expert_visits;  // distinct experts fetched and computed for them;
+                                   // multi_expert_uses - multi_expert_visits = fetches avoided
+    uint64_t multi_bytes_shared;   // expert bytes those avoided fetches would have been
+    double t_multi_s;              // time in those calls
+    uint64_t prefill_chunks;       // batches of > 1 token (prefill chunks) of this context
+    uint64_t prefill_chunk_max;    // largest such batch
+    uint64_t prefill_expert_visits;// distinct experts computed over them, every MoE block
+    uint64_t prefill_expert_rows;  // token rows computed by those visits:
+                                   // tokens per expert visit = rows / visits
 } petrel_stats;
 
 // Per-layer expert statistics (MoE blocks; layer n_layer is the MTP block).
