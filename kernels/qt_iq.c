@@ -571,24 +571,3 @@ float pt_vdot_iq4_nl_scalar(const void *w, const void *xq, int64_t n)
     }
     return s;
 }
-
-// IQ4_NL · Q8_0 as llama.cpp's batched product computes each output
-// (llamafile's tinyBLAS_Q0_AVX, which ggml's mul_mat runs for a dense IQ4_NL
-// matrix times two or more vectors): ONE set of eight lane accumulators over
-// all blocks, acc[l] = fmaf(d_w * d_x, (float)p_l, acc[l]), result hsum(acc).
-// Not in the traits table (Petrel's matmul gives one result per row
-// whatever the batch, matmul.h); for a caller that mirrors llama.cpp's
-// prompt batches.
-float pt_vdot_iq4_nl_sgemm_scalar(const void *w, const void *xq, int64_t n)
-{
-    assert(n % QK == 0);
-    const pt_blk_iq4_nl *x = w;
-    const block_q8_0 *y = xq;
-    float acc[8] = {0};
-    int32_t p[8];
-    for (int64_t b = 0; b < n / QK; b++) {
-        iq4nl_lanes(&x[b], y[b].qs, p);
-        lanes_fma(pt_fp16_to_f32(pt_iq_u16(x[b].d)) * pt_fp16_to_f32(y[b].d), p, acc);
-    }
-    return hsum8(acc);
-}

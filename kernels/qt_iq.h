@@ -34,36 +34,6 @@ float pt_vdot_iq4_xs_scalar(const void *w, const void *xq, int64_t n);
 void pt_deq_iq1_m(const void *src, float *y, int64_t n);
 float pt_vdot_iq1_m_scalar(const void *w, const void *xq, int64_t n);
 
-// llama.cpp's batched (tinyBLAS) IQ4_NL product per output, not in the
-// traits table: see qt_iq.c.
-float pt_vdot_iq4_nl_sgemm_scalar(const void *w, const void *xq, int64_t n);
-
-// The same products in the per-output sequence of llama.cpp's IQ panel GEMM
-// (iqp.cpp: ggml's mul_mat of these types with >= 8 activation rows),
-// qt_iq_panel*.c; not in the traits table.
-float pt_vdot_iq2_xxs_panel_scalar(const void *w, const void *xq, int64_t n);
-float pt_vdot_iq2_xs_panel_scalar(const void *w, const void *xq, int64_t n);
-float pt_vdot_iq2_s_panel_scalar(const void *w, const void *xq, int64_t n);
-float pt_vdot_iq3_xxs_panel_scalar(const void *w, const void *xq, int64_t n);
-float pt_vdot_iq3_s_panel_scalar(const void *w, const void *xq, int64_t n);
-float pt_vdot_iq1_s_panel_scalar(const void *w, const void *xq, int64_t n);
-float pt_vdot_iq1_m_panel_scalar(const void *w, const void *xq, int64_t n);
-float pt_vdot_iq4_xs_panel_scalar(const void *w, const void *xq, int64_t n);
-#if defined(__x86_64__)
-float pt_vdot_iq2_xxs_panel_avx2(const void *w, const void *xq, int64_t n);
-float pt_vdot_iq2_xs_panel_avx2(const void *w, const void *xq, int64_t n);
-float pt_vdot_iq2_s_panel_avx2(const void *w, const void *xq, int64_t n);
-float pt_vdot_iq3_xxs_panel_avx2(const void *w, const void *xq, int64_t n);
-float pt_vdot_iq3_s_panel_avx2(const void *w, const void *xq, int64_t n);
-float pt_vdot_iq1_s_panel_avx2(const void *w, const void *xq, int64_t n);
-float pt_vdot_iq1_m_panel_avx2(const void *w, const void *xq, int64_t n);
-float pt_vdot_iq4_xs_panel_avx2(const void *w, const void *xq, int64_t n);
-float pt_vdot_iq2_xxs_panel_avx512(const void *w, const void *xq, int64_t n);
-float pt_vdot_iq2_xs_panel_avx512(const void *w, const void *xq, int64_t n);
-float pt_vdot_iq2_s_panel_avx512(const void *w, const void *xq, int64_t n);
-float pt_vdot_iq4_xs_panel_avx512(const void *w, const void *xq, int64_t n);
-#endif
-
 // SIMD paths (qt_iq_x86.c): AVX2 for every type; AVX-512 for IQ4_NL,
 // IQ4_XS, IQ2_XXS, IQ2_XS and IQ2_S (the others take their AVX2 function on that path).
 #if defined(__x86_64__)
@@ -76,7 +46,6 @@ float pt_vdot_iq3_s_avx2(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq2_s_avx2(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq4_xs_avx2(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq1_m_avx2(const void *w, const void *xq, int64_t n);
-float pt_vdot_iq4_nl_sgemm_avx2(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq2_xxs_avx512(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq2_xs_avx512(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq2_s_avx512(const void *w, const void *xq, int64_t n);
@@ -105,7 +74,6 @@ float pt_vdot_iq4_xs_avx512(const void *w, const void *xq, int64_t n);
 #define pt_vdot_iq4_xs_avx512 NULL
 #define pt_vdot_iq1_m_avx2 NULL
 #define pt_vdot_iq1_m_avx512 NULL
-#define pt_vdot_iq4_nl_sgemm_avx2 NULL
 #endif
 
 #endif

@@ -269,22 +269,6 @@ TGT float pt_vdot_iq4_nl_avx2(const void *w, const void *xq, int64_t n)
     return iq4nl_tail(x, y, nb8, nb, tab, AL, AH);
 }
 
-// tinyBLAS's per-output sequence (pt_vdot_iq4_nl_sgemm_scalar): one
-// accumulator, block after block, lanes in value order.
-TGT float pt_vdot_iq4_nl_sgemm_avx2(const void *w, const void *xq, int64_t n)
-{
-    assert(n % QK == 0);
-    const pt_blk_iq4_nl *x = w;
-    const block_q8_0 *y = xq;
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK; b++) {
-        const __m256i p = dot_signed(iq4_levels(x[b].qs), _mm256_loadu_si256((const __m256i *)y[b].qs), ones);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[b].d) * _cvtsh_ss(y[b].d)), _mm256_cvtepi32_ps(p), acc);
-    }
-    return hsum8(acc);
-}
-
 // ---- IQ2 ---------------------------------------------------------------------
 
 TGT float pt_vdot_iq2_xxs_avx2(const void *w, const void *xq, int64_t n)

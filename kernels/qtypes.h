@@ -26,9 +26,8 @@
 //    terms in ggml's own extra accumulators). The sequence of each type is
 //    written above its scalar functions. (llama.cpp's batched products of
 //    the i-quants run other sequences - its IQ panel GEMM for >= 8
-//    activation rows, tinyBLAS for dense IQ4_NL with >= 2 - which
-//    qt_iq.h offers outside this table: pt_vdot_*_panel_*,
-//    pt_vdot_iq4_nl_sgemm_*.)
+//    activation rows, tinyBLAS for dense IQ4_NL with >= 2; Petrel keeps
+//    this one sequence at every batch size: docs/llamacpp-files.md.)
 #ifndef PETREL_KERNELS_QTYPES_H
 #define PETREL_KERNELS_QTYPES_H
 
