@@ -20,8 +20,9 @@
 //   --types       which types the per-type table measures (default all)
 //   --types-only  only the per-type table; its RESULT line is then
 //                 RESULT membw_gbs=… <type>_gemv_gbs=… <type>_gemv_ratio=… …
-//   --incache     only the in-cache compute throughput of the Q4_0 / Q8_0
-//                 kernels per path (bench_incache), then exit
+//   --incache [T,T,...]  only the in-cache compute throughput of the block
+//                 kernels per path (bench_incache; default: Q4_0, Q8_0,
+//                 Q4_K, Q2_K, Q6_K, IQ4_XS, IQ2_XXS), then exit
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -523,37 +524,42 @@ static double best_call_s(const pt_mat *m, const float *X, int64_t batch, float 
     return best;
 }
 
-// Compute throughput of the Q4_0 / Q8_0 kernels with the weights resident
+// Compute throughput of the block-type kernels with the weights resident
 // in L2, so that DRAM (and other tenants' use of it) does not enter: one
 // thread, one matrix of <= 512 KiB called over and over, best of many short
 // rounds (a round that another process interrupts is simply not the best).
 // GEMV: ns per weight block including the activation quantisation, and the
 // marginal cost of a block (R rows minus R/2 rows: the row kernel alone) as
 // ns and GB/s of weights; GEMM at batch 8 and 64 in GFLOP/s. Every path the
-// CPU supports; last line INCACHE <type>_<path>_ns_block=… (marginal).
-static void bench_incache(void)
+// CPU supports, the types of `list` ("all": Q4_0, Q8_0 and the K / i types
+// the issue names); last line INCACHE <type>_<path>_ns_block=… (marginal,
+// on the 7168-column shape; a K / i-quant block is 256 values).
+static void bench_incache(const char *list)
 {
     const pt_kernel_path paths[] = {PT_PATH_AVX2, PT_PATH_AVXVNNI, PT_PATH_AVX512};
-    const pt_dtype types[] = {PT_Q4_0, PT_Q8_0};
+    const pt_dtype types[] = {PT_Q4_0, PT_Q8_0, PT_Q4_K, PT_Q2_K, PT_Q6_K, PT_IQ4_XS, PT_IQ2_XXS};
     const int64_t colss[] = {2048, 7168};
-    char keys[1024] = "";
+    char keys[2048] = "";
     omp_set_num_threads(1);
     printf("in-cache throughput, 1 thread, weights <= 512 KiB (L2), best of many calls; load average %.2f\n",
            loadavg());
-    printf("%-10s %-5s %-10s %11s %11s %9s %9s %9s\n", "path", "type", "shape", "ns/block", "marginal",
+    printf("%-10s %-7s %-10s %11s %11s %9s %9s %9s\n", "path", "type", "shape", "ns/block", "marginal",
            "GB/s", "gemm b8", "gemm b64");
     for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
         if (!pt_kernel_path_supported(paths[pi]))
             continue;
         pt_kernel_set_path(paths[pi]);
-        for (int ti = 0; ti < 2; ti++) {
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
             const pt_dtype t = types[ti];
+            if (!in_list(list, t))
+                continue;
+            const int64_t blck = pt_qtraits_of(t)->blck;
             for (int ci = 0; ci < 2; ci++) {
-                const int64_t cols = colss[ci], nb = cols / QK;
+                const int64_t cols = colss[ci], nb = cols / blck;
                 const size_t rb = pt_row_bytes(t, (uint64_t)cols);
                 int64_t rows = (int64_t)((512u << 10) / rb) & ~(int64_t)15;
                 uint8_t *w = big_alloc(rb * (size_t)rows);
-                fill_weights(t, w, rb * (size_t)rows);
+                fill_typed(t, w, rb * (size_t)rows, cols);
                 float *X = malloc(sizeof(float) * (size_t)(64 * cols));
                 float *Y = malloc(sizeof(float) * (size_t)(64 * rows));
                 for (int64_t i = 0; i < 64 * cols; i++)
@@ -575,7 +581,7 @@ static void bench_incache(void)
                 }
                 char name[32];
                 snprintf(name, sizeof name, "%ldx%ld", (long)rows, (long)cols);
-                printf("%-10s %-5s %-10s %11.3f %11.3f %9.2f %9.1f %9.1f\n", pt_kernel_path_name(),
+                printf("%-10s %-7s %-10s %11.3f %11.3f %9.2f %9.1f %9.1f\n", pt_kernel_path_name(),
                        pt_dtype_name(t), name, ns, marg, gbs, gf[0], gf[1]);
                 fflush(stdout);
                 if (ci == 1) {
@@ -605,10 +611,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--types") && i + 1 < argc)
             types_list = argv[++i];
         else if (!strcmp(argv[i], "--incache")) {
-            bench_incache();
+            bench_incache(i + 1 < argc && argv[i + 1][0] != '-' ? argv[i + 1] : "all");
             return 0;
         } else {
-            fprintf(stderr, "usage: bench_kernels [--quick] [--types all|T,T,...] [--types-only] [--incache]\n");
+            fprintf(stderr, "usage: bench_kernels [--quick] [--types all|T,T,...] [--types-only] [--incache [T,T,...]]\n");
             return 2;
         }
     }
