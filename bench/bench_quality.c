@@ -1,9 +1,20 @@
-// bench/bench_quality.c — quantisation quality against the reference
-// golden logits of tiny-dsv3: argmax agreement and per-position KL
-// divergence KL(golden || model) for a converted model.
+// bench/bench_quality.c — quantisation quality of converted models.
 //
-// usage: bench_quality GOLDEN_DIR MODEL.gguf  -> prints one line
-//   argmax=<fraction> kl_mean=<nats> kl_max=<nats> positions=<n>
+// Two modes:
+//   bench_quality GOLDEN_DIR MODEL.gguf
+//       against the reference golden logits of tiny-dsv3 (caseK_*.bin):
+//       argmax=<fraction> kl_mean=<nats> kl_max=<nats> positions=<n>
+//   bench_quality --ref REF.gguf --ids IDS [--ctx N] [--max-tokens N] [--threads N] MODEL.gguf...
+//       teacher-forced on a token sequence (IDS: a file of token ids, any
+//       separators, e.g. `petrel tokenize` output), cut into windows of N
+//       tokens (default: the model's training context), each decoded as one
+//       batch with every position's logits. Per MODEL, against REF (the f32
+//       conversion): one line
+//       model=<path> top1=<agreement> kl_mean=<nats> kl_max=<nats> ppl=<ppl> ref_ppl=<ppl> positions=<n>
+//       top1: the argmax equals REF's; KL(REF || MODEL) per position;
+//       perplexity of the next token over positions that have one.
+#include <assert.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,13 +30,14 @@ static void *read_all(const char *path, size_t *n)
     fseek(f, 0, SEEK_END);
     long len = ftell(f);
     rewind(f);
-    void *p = malloc((size_t)len);
+    void *p = malloc((size_t)len + 1);
     if (fread(p, 1, (size_t)len, f) != (size_t)len) {
         fclose(f);
         free(p);
         return NULL;
     }
     fclose(f);
+    ((char *)p)[len] = 0;
     *n = (size_t)len;
     return p;
 }
@@ -44,14 +56,28 @@ static void log_softmax(const float *v, double *out, int n)
         out[i] = v[i] - ls;
 }
 
-int main(int argc, char **argv)
+static int argmax(const double *v, int n)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s GOLDEN_DIR MODEL.gguf\n", argv[0]);
-        return 2;
-    }
+    int a = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[a])
+            a = i;
+    return a;
+}
+
+// KL(p || q) of two log-distributions over n entries.
+static double kl_div(const double *lp, const double *lq, int n)
+{
+    double kl = 0;
+    for (int i = 0; i < n; i++)
+        kl += exp(lp[i]) * (lp[i] - lq[i]);
+    return kl;
+}
+
+static int golden_mode(const char *dir, const char *model)
+{
     char err[1024];
-    petrel_model *m = petrel_model_open(argv[2], NULL, err, sizeof err);
+    petrel_model *m = petrel_model_open(model, NULL, err, sizeof err);
     if (!m) {
         fprintf(stderr, "%s\n", err);
         return 1;
@@ -63,12 +89,12 @@ int main(int argc, char **argv)
     for (int k = 0;; k++) {
         char path[2048];
         size_t nb;
-        snprintf(path, sizeof path, "%s/case%d_tokens.i32.bin", argv[1], k);
+        snprintf(path, sizeof path, "%s/case%d_tokens.i32.bin", dir, k);
         int32_t *tok = read_all(path, &nb);
         if (!tok)
             break;
         int n = (int)(nb / 4);
-        snprintf(path, sizeof path, "%s/case%d_logits.f32.bin", argv[1], k);
+        snprintf(path, sizeof path, "%s/case%d_logits.f32.bin", dir, k);
         float *g = read_all(path, &nb);
         if (!g || nb != (size_t)n * nv * 4) {
             fprintf(stderr, "%s: missing or wrong size\n", path);
@@ -82,22 +108,12 @@ int main(int argc, char **argv)
             return 1;
         }
         for (int t = 0; t < n; t++) {
-            const float *q = petrel_get_logits(c, t);
-            const float *p = g + (size_t)t * nv;
-            log_softmax(p, lp, nv);
-            log_softmax(q, lq, nv);
-            double kl = 0;
-            int ap = 0, aq = 0;
-            for (int i = 0; i < nv; i++) {
-                kl += exp(lp[i]) * (lp[i] - lq[i]);
-                if (p[i] > p[ap])
-                    ap = i;
-                if (q[i] > q[aq])
-                    aq = i;
-            }
+            log_softmax(g + (size_t)t * nv, lp, nv);
+            log_softmax(petrel_get_logits(c, t), lq, nv);
+            double kl = kl_div(lp, lq, nv);
             kl_sum += kl;
             kl_max = kl > kl_max ? kl : kl_max;
-            agree += ap == aq;
+            agree += argmax(lp, nv) == argmax(lq, nv);
             total++;
         }
         petrel_context_free(c);
@@ -106,6 +122,188 @@ int main(int argc, char **argv)
     }
     printf("argmax=%.4f kl_mean=%.6f kl_max=%.6f positions=%d\n", total ? (double)agree / total : 0,
            total ? kl_sum / total : 0, kl_max, total);
+    free(lp);
+    free(lq);
     petrel_model_close(m);
     return total ? 0 : 1;
+}
+
+// Every integer in the file at path, in order (any separators): *n of them,
+// malloc'ed; NULL + message when the file cannot be read or holds none.
+static int32_t *read_ids(const char *path, int *n)
+{
+    size_t len;
+    char *txt = read_all(path, &len);
+    if (!txt) {
+        fprintf(stderr, "bench_quality: %s: cannot read\n", path);
+        return NULL;
+    }
+    int32_t *ids = malloc(sizeof(int32_t) * (len / 2 + 1));
+    int k = 0;
+    for (char *p = txt; *p;) {
+        if (!isdigit((unsigned char)*p)) {
+            p++;
+            continue;
+        }
+        ids[k++] = (int32_t)strtol(p, &p, 10);
+    }
+    free(txt);
+    if (k == 0) {
+        fprintf(stderr, "bench_quality: %s: no token ids\n", path);
+        free(ids);
+        return NULL;
+    }
+    *n = k;
+    return ids;
+}
+
+// Accumulated comparison of one model with the reference.
+typedef struct qacc {
+    const char *path;
+    petrel_model *m;
+    petrel_context *c;
+    long agree, positions, nll_n;
+    double kl_sum, kl_max, nll; // nll: -sum log q(next token)
+} qacc;
+
+// Decodes window tok[0..n) in ctx as one batch (all logits) after clearing its cache.
+static int decode_window(petrel_context *c, const int32_t *tok, int n, const char *path)
+{
+    petrel_kv_truncate(c, 0);
+    if (petrel_decode(c, tok, NULL, n, PETREL_LOGITS_ALL) != 0) {
+        fprintf(stderr, "bench_quality: %s: decode failed: %s\n", path, petrel_context_error(c));
+        return -1;
+    }
+    return 0;
+}
+
+static int ref_mode(int argc, char **argv)
+{
+    const char *ref = NULL, *ids_path = NULL;
+    int ctx = 0, max_tokens = 0, threads = 0;
+    const char *models[64];
+    int n_models = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--ref") && i + 1 < argc)
+            ref = argv[++i];
+        else if (!strcmp(argv[i], "--ids") && i + 1 < argc)
+            ids_path = argv[++i];
+        else if (!strcmp(argv[i], "--ctx") && i + 1 < argc)
+            ctx = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--max-tokens") && i + 1 < argc)
+            max_tokens = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (argv[i][0] != '-' && n_models < 64)
+            models[n_models++] = argv[i];
+        else {
+            fprintf(stderr, "bench_quality: unknown or incomplete option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!ref || !ids_path || n_models == 0) {
+        fprintf(stderr, "usage: bench_quality --ref REF.gguf --ids IDS [--ctx N] [--max-tokens N] [--threads N] MODEL.gguf...\n");
+        return 2;
+    }
+    int n_ids;
+    int32_t *ids = read_ids(ids_path, &n_ids);
+    if (!ids)
+        return 1;
+    if (max_tokens > 0 && n_ids > max_tokens)
+        n_ids = max_tokens;
+    char err[1024];
+    petrel_model_params mp = petrel_model_default_params();
+    mp.no_usage = true;
+    mp.n_threads = threads;
+    petrel_model *rm = petrel_model_open(ref, &mp, err, sizeof err);
+    if (!rm) {
+        fprintf(stderr, "bench_quality: %s\n", err);
+        return 1;
+    }
+    const int nv = petrel_model_n_vocab(rm);
+    if (ctx <= 0)
+        ctx = petrel_model_n_ctx_train(rm);
+    for (int i = 0; i < n_ids; i++)
+        if (ids[i] < 0 || ids[i] >= nv) {
+            fprintf(stderr, "bench_quality: %s: token id %d (entry %d) is outside the vocabulary of %d\n", ids_path,
+                    ids[i], i, nv);
+            return 1;
+        }
+    petrel_context_params cp = petrel_context_default_params();
+    cp.n_ctx = (uint32_t)ctx;
+    cp.n_batch = (uint32_t)ctx;
+    petrel_context *rc = petrel_context_new(rm, &cp, err, sizeof err);
+    if (!rc) {
+        fprintf(stderr, "bench_quality: %s: %s\n", ref, err);
+        return 1;
+    }
+    qacc *q = calloc((size_t)n_models, sizeof *q);
+    for (int j = 0; j < n_models; j++) {
+        q[j].path = models[j];
+        q[j].m = petrel_model_open(models[j], &mp, err, sizeof err);
+        if (!q[j].m || petrel_model_n_vocab(q[j].m) != nv) {
+            fprintf(stderr, "bench_quality: %s: %s\n", models[j], q[j].m ? "vocabulary differs from the reference" : err);
+            return 1;
+        }
+        q[j].c = petrel_context_new(q[j].m, &cp, err, sizeof err);
+        if (!q[j].c) {
+            fprintf(stderr, "bench_quality: %s: %s\n", models[j], err);
+            return 1;
+        }
+    }
+    double *lp = malloc(sizeof(double) * (size_t)nv * (size_t)ctx), *lq = malloc(sizeof(double) * (size_t)nv);
+    double ref_nll = 0;
+    long ref_n = 0;
+    for (int w0 = 0; w0 < n_ids; w0 += ctx) {
+        const int n = n_ids - w0 < ctx ? n_ids - w0 : ctx;
+        if (decode_window(rc, ids + w0, n, ref) < 0)
+            return 1;
+        for (int t = 0; t < n; t++) {
+            log_softmax(petrel_get_logits(rc, t), lp + (size_t)t * nv, nv);
+            if (t + 1 < n) {
+                ref_nll -= lp[(size_t)t * nv + ids[w0 + t + 1]];
+                ref_n++;
+            }
+        }
+        for (int j = 0; j < n_models; j++) {
+            if (decode_window(q[j].c, ids + w0, n, q[j].path) < 0)
+                return 1;
+            for (int t = 0; t < n; t++) {
+                const double *p = lp + (size_t)t * nv;
+                log_softmax(petrel_get_logits(q[j].c, t), lq, nv);
+                const double kl = kl_div(p, lq, nv);
+                q[j].kl_sum += kl;
+                q[j].kl_max = kl > q[j].kl_max ? kl : q[j].kl_max;
+                q[j].agree += argmax(p, nv) == argmax(lq, nv);
+                q[j].positions++;
+                if (t + 1 < n) {
+                    q[j].nll -= lq[ids[w0 + t + 1]];
+                    q[j].nll_n++;
+                }
+            }
+        }
+    }
+    for (int j = 0; j < n_models; j++) {
+        assert(q[j].positions > 0);
+        printf("model=%s top1=%.4f kl_mean=%.6f kl_max=%.6f ppl=%.4f ref_ppl=%.4f positions=%ld\n", q[j].path,
+               (double)q[j].agree / (double)q[j].positions, q[j].kl_sum / (double)q[j].positions, q[j].kl_max,
+               exp(q[j].nll / (double)(q[j].nll_n ? q[j].nll_n : 1)), exp(ref_nll / (double)(ref_n ? ref_n : 1)),
+               q[j].positions);
+        petrel_context_free(q[j].c);
+        petrel_model_close(q[j].m);
+    }
+    free(q);
+    free(lp);
+    free(lq);
+    free(ids);
+    petrel_context_free(rc);
+    petrel_model_close(rm);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && argv[1][0] != '-')
+        return golden_mode(argv[1], argv[2]);
+    return ref_mode(argc, argv);
 }

@@ -1,20 +1,70 @@
 #!/usr/bin/env bash
-# Quantisation quality on tiny-dsv3 against the reference golden logits:
-# argmax agreement and KL(golden || petrel) per position for q8_0 and q4_0.
+# bench/quality.sh — quantisation quality (docs/quality.md).
+#  1. tiny-dsv3 (random weights) against the reference implementation's
+#     golden logits: argmax agreement and KL(golden || petrel) per position
+#     for f32, q8_0 and q4_0.
+#  2. The trained model (tests/fixtures/trained, issue 13), converted with
+#     --type T for every type Petrel writes, teacher-forced on the first
+#     QUALITY_TOKENS (default 4096) tokens of its held-out text in windows of
+#     the training length (256): top-1 agreement with the f32 conversion,
+#     mean and max KL(f32 || T), perplexity (bench/bench_quality.c); plus
+#     Petrel's default mix (routed experts q4_0, the rest q8_0).
+# Prints a table, then one line:
+#   RESULT q8_argmax=… q4_argmax=… q4_kl_mean=… q4_kl_max=… trained_f32_ppl=…
+#          trained_<T>_top1=… trained_<T>_kl=… trained_<T>_klmax=… trained_<T>_ppl=… (every T)
+# Without the trained fixture, part 2 is skipped (said on stderr).
+# BUILD: build directory (default build, built with scripts/build.sh when
+# it is the default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/build.sh >/dev/null
-work=$(mktemp -d /tmp/petrel-quality-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+BUILD=${BUILD:-build}
+if [ "$BUILD" = build ]; then
+    ./scripts/build.sh >/dev/null
+else
+    cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$BUILD" -j2 --target petrel bench_quality >/dev/null
+fi
+WORK=$(mktemp -d /tmp/petrel-quality-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
 fix=tests/fixtures/tiny-dsv3
 for t in f32 q8_0 q4_0; do
-  ./build/petrel convert "$fix" -o "$work/$t.gguf" --type "$t" >/dev/null 2>&1
+    "$BUILD/petrel" convert "$fix" -o "$WORK/$t.gguf" --type "$t" >/dev/null 2>&1
 done
 declare -A res
 for t in f32 q8_0 q4_0; do
-  line=$(./build/bench_quality "$fix/golden" "$work/$t.gguf")
-  echo "$t: $line"
-  res[$t]="$line"
+    line=$("$BUILD/bench_quality" "$fix/golden" "$WORK/$t.gguf")
+    echo "tiny-dsv3 $t: $line"
+    res[$t]="$line"
 done
-get() { echo "${res[$1]}" | tr ' ' '\n' | grep "^$2=" | cut -d= -f2; }
-echo "RESULT q8_argmax=$(get q8_0 argmax) q4_argmax=$(get q4_0 argmax) q4_kl_mean=$(get q4_0 kl_mean) q4_kl_max=$(get q4_0 kl_max)"
+get() { echo "$1" | tr ' ' '\n' | grep "^$2=" | cut -d= -f2; }
+mb() { awk -v b="$(stat -c %s "$1")" 'BEGIN { printf "%.1f", b / 1e6 }'; }
+result="q8_argmax=$(get "${res[q8_0]}" argmax) q4_argmax=$(get "${res[q4_0]}" argmax)"
+result+=" q4_kl_mean=$(get "${res[q4_0]}" kl_mean) q4_kl_max=$(get "${res[q4_0]}" kl_max)"
+
+# shellcheck source=bench/lib/trained.sh
+. bench/lib/trained.sh
+if trained_check; then
+    TYPES="bf16 f16 q8_0 q6_k q5_k q5_1 q5_0 q4_k q4_1 q4_0 iq4_xs iq4_nl q3_k q2_k default"
+    ref=$(trained_gguf f32)
+    ids=$(trained_ids "$ref")
+    models=()
+    for t in $TYPES; do models+=("$(trained_gguf "$t")"); done
+    out=$("$BUILD/bench_quality" --ref "$ref" --ids "$ids" --ctx 256 --max-tokens "${QUALITY_TOKENS:-4096}" "${models[@]}")
+    echo
+    echo "trained model ($TRAINED), $(get "$(echo "$out" | head -1)" positions) held-out positions, against its f32 conversion:"
+    printf '%-8s %8s %10s %10s %9s %8s\n' type top1 kl_mean kl_max ppl MB
+    first=1
+    for t in $TYPES; do
+        line=$(echo "$out" | grep "^model=$WORK/trained-$t.gguf ")
+        if [ $first = 1 ]; then
+            printf '%-8s %8s %10s %10s %9.3f %8s\n' f32 1.0000 0 0 "$(get "$line" ref_ppl)" "$(mb "$ref")"
+            result+=" trained_f32_ppl=$(get "$line" ref_ppl)"
+            first=0
+        fi
+        printf '%-8s %8s %10s %10s %9.3f %8s\n' "$t" "$(get "$line" top1)" "$(get "$line" kl_mean)" \
+            "$(get "$line" kl_max)" "$(get "$line" ppl)" "$(mb "$WORK/trained-$t.gguf")"
+        result+=" trained_${t}_top1=$(get "$line" top1) trained_${t}_kl=$(get "$line" kl_mean)"
+        result+=" trained_${t}_klmax=$(get "$line" kl_max) trained_${t}_ppl=$(get "$line" ppl)"
+    done
+fi
+echo "RESULT $result"

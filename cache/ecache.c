@@ -479,6 +479,22 @@ static int find_slot(pt_ecache *c, int il, bool hot, bool prefetch)
         evict(L, si);
         return si;
     }
+    // Every slot of this layer is in use and no layer is above its share:
+    // take a slot from the layer holding the most (a token may need more
+    // experts of one layer than its share while the others hold fewer; a
+    // refusal here would stall the engine for good).
+    int donor = -1;
+    for (int j = 0; j < c->n_layers; j++) {
+        layer_cache *D = &c->layers[j];
+        if (j != il && D->src.n_expert > 0 && lru_slot(c, D) >= 0 && (donor < 0 || D->n_lru > c->layers[donor].n_lru))
+            donor = j;
+    }
+    if (donor >= 0) {
+        layer_cache *D = &c->layers[donor];
+        drop_slot(c, D, lru_slot(c, D));
+        if (c->lru_bytes + L->slot_bytes <= c->budget)
+            return new_slot(c, L, false);
+    }
     return -1;
 }
 

@@ -8,8 +8,9 @@
 //   - budget mode: slots are created while the byte budget has room; once
 //     it is full, a layer at or above its fair share (budget /
 //     MoE layers) evicts one of its own experts, a layer below it takes one
-//     of the layer furthest above its share. So the split follows use
-//     rather than being fixed.
+//     of the layer furthest above its share; a layer whose slots are all
+//     in use, with no layer above its share, takes one of the layer
+//     holding the most. So the split follows use rather than being fixed.
 // Victims: the expert with the fewest demand uses (prior heat from the usage
 // file + this session), the least recently used among equals — routing is
 // close to independent from token to token with a skewed popularity, where

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/hotstore.h"
 #include "cache/usage.h"
 #include "common/util.h"
 
@@ -200,26 +201,11 @@ int pt_stream_init(petrel_context *c, pt_err *err)
     // Hot-store: explicit size, or most of the expert budget once heat exists.
     uint64_t pin = 0;
     if (!P->no_hot_store) {
-        if (P->pin_bytes)
+        if (P->experts_per_layer <= 0) // (cache/hotstore.c: all but a reserve once heat exists)
+            pin = pt_hot_store_bytes(eb, P->pin_bytes, have_heat, min_lru, n_moe, (int)hp->n_expert_used,
+                                     st->prefetch_depth);
+        else
             pin = P->pin_bytes;
-        else if (have_heat && P->experts_per_layer <= 0)
-            pin = eb; // all but the reserve below: with routing close to independent
-                      // from token to token, use counts are the best guide there is
-        if (P->experts_per_layer <= 0) {
-            // Keep LRU room for one expert in every MoE layer (the cache's
-            // minimum) plus a token's experts in the layer being computed and
-            // in each layer predicted ahead: layers lend each other slots,
-            // so that is all a single token needs beyond the hot-store.
-            const uint64_t nu = hp->n_expert_used ? hp->n_expert_used : 1;
-            uint64_t keep = min_lru + nu * (uint64_t)(st->prefetch_depth + 1) * (n_moe ? min_lru / (uint64_t)n_moe : 0);
-            if (keep < eb / 8) // (and an eighth of the budget to adapt to new uses)
-                keep = eb / 8;
-            if (keep > eb / 2) // (a small budget still gets a hot-store when asked)
-                keep = eb / 2;
-            if (keep < min_lru)
-                keep = min_lru;
-            pin = eb > keep ? (pin < eb - keep ? pin : eb - keep) : 0;
-        }
     }
     int32_t *hot = NULL;
     int n_hot = 0;
@@ -314,8 +300,9 @@ int petrel_trace_open(petrel_context *c, const char *path, char *errbuf, size_t 
     for (int il = 0; il < nb && !sb; il++)
         if (c->model->exp_src[il].n_expert > 0)
             sb = pt_ecache_slot_bytes_for(&c->model->exp_src[il]);
-    fprintf(st->trace, "petrel-trace 1 blocks %d experts %d used %u slot_bytes %llu\n", nb, st->n_expert_max,
-            hp->n_expert_used, (unsigned long long)sb);
+    // ("p_order best_first": each 'P' line lists a token's predictions best first)
+    fprintf(st->trace, "petrel-trace 1 blocks %d experts %d used %u slot_bytes %llu p_order best_first prefetch_top %d\n",
+            nb, st->n_expert_max, hp->n_expert_used, (unsigned long long)sb, st->prefetch_top);
     return 0;
 }
 

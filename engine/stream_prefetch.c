@@ -50,6 +50,16 @@ static void predict_block(petrel_context *c, int nx, int B, uint8_t *pred)
             if (above < st->prefetch_top)
                 st->pwant[ids[k]] = 1;
         }
+        // The trace lists each token's predictions best first (what
+        // prefetch_top reads is then a prefix; bench/bench_trace.c replays it).
+        if (st->trace && n_used <= 64) {
+            int slot[64];
+            int32_t best[64];
+            pt_route_order(sel, ids, n_used, slot);
+            for (int k = 0; k < n_used; k++)
+                best[k] = ids[slot[k]];
+            memcpy(st->pids + (size_t)b * n_used, best, sizeof(int32_t) * (size_t)n_used);
+        }
     }
     pt_stream_trace(c, 'P', nx, B, st->pids, n_used);
     int budget = pt_ecache_slots(c->ecache, nx);
