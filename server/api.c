@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tokenizer/tokenizer.h"
+
 #define BAD(p, ...) (snprintf(msg, msglen, __VA_ARGS__), *param = (p), 400)
 
 static bool is_num(json_object *o) { return json_object_is_type(o, json_type_double) || json_object_is_type(o, json_type_int); }
@@ -329,8 +331,13 @@ json_object *srv_error_json(int status, const char *msg, const char *param)
                        : status == 413 ? "request_too_large"
                        : status == 429 ? "queue_full"
                                        : NULL;
+    // Messages quote request fields (a model name, a stop string): bytes that
+    // are not UTF-8 become U+FFFD, so the answer is always valid JSON text.
+    size_t ml = 0;
+    char *safe = pt_utf8_lossy(msg, strlen(msg), &ml);
     json_object *e = json_object_new_object();
-    json_object_object_add(e, "message", json_object_new_string(msg));
+    json_object_object_add(e, "message", safe ? json_object_new_string_len(safe, (int)ml) : json_object_new_string(msg));
+    free(safe);
     json_object_object_add(e, "type", json_object_new_string(type));
     json_object_object_add(e, "param", param ? json_object_new_string(param) : NULL);
     json_object_object_add(e, "code", code ? json_object_new_string(code) : NULL);

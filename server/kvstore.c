@@ -241,13 +241,6 @@ int srv_kv_add(srv_kvstore *s, petrel_context *c, char *err, size_t errlen)
     if (n <= 0)
         return 0;
     const petrel_token *t = petrel_kv_tokens(c);
-    // Entries that this state extends (or equals) are superseded.
-    for (int i = 0; i < s->n;) {
-        if (s->e[i].n <= n && srv_lcp(s->e[i].tokens, s->e[i].n, t, n) == s->e[i].n)
-            remove_entry(s, i);
-        else
-            i++;
-    }
     srv_kv_entry e = {.n = n, .last_use = ++s->clock};
     if (petrel_state_save_mem(c, &e.blob, &e.blob_len, err, errlen) < 0)
         return -1;
@@ -265,6 +258,22 @@ int srv_kv_add(srv_kvstore *s, petrel_context *c, char *err, size_t errlen)
             snprintf(err, errlen, "%s", pe.msg); // kept in RAM only
         else
             e.path = strdup(path);
+    }
+    // Entries that this state extends (or equals) are superseded; only now
+    // that the new file is durable are their files removed, so a kill -9 at
+    // any point leaves the conversation with a state on disk (the same
+    // history has the same file name: that file is the new one, kept).
+    for (int i = 0; i < s->n;) {
+        srv_kv_entry *o = &s->e[i];
+        if (o->n <= n && srv_lcp(o->tokens, o->n, t, n) == o->n) {
+            if (o->path && e.path && !strcmp(o->path, e.path)) {
+                free(o->path);
+                o->path = NULL;
+            }
+            remove_entry(s, i);
+        } else {
+            i++;
+        }
     }
     s->ram_used += e.blob_len;
     if (push(s, &e) < 0) {
