@@ -162,12 +162,22 @@ typedef struct gemm_part {
 // A tile of a generic block type: rows outer (a weight row stays in cache
 // across the vectors), vectors inner; every output element is one vdot of
 // one row with one vector, so tiling cannot change a result.
-static void gtile(pt_vdot_fn vdot, const uint8_t *w, size_t rb, int64_t nrows, int64_t cols, const char *xq,
-                  size_t arb, int64_t nvec, float *y, int64_t ldy)
+// With a vdot4 (bit for bit four vdots), vectors go in fours.
+static void gtile(pt_vdot_fn vdot, pt_vdot4_fn vdot4, const uint8_t *w, size_t rb, int64_t nrows, int64_t cols,
+                  const char *xq, size_t arb, int64_t nvec, float *y, int64_t ldy)
 {
-    for (int64_t r = 0; r < nrows; r++)
-        for (int64_t v = 0; v < nvec; v++)
+    for (int64_t r = 0; r < nrows; r++) {
+        int64_t v = 0;
+        if (vdot4)
+            for (; v + 4 <= nvec; v += 4) {
+                float o[4];
+                vdot4(w + (size_t)r * rb, xq + (size_t)v * arb, arb, cols, o);
+                for (int j = 0; j < 4; j++)
+                    y[(v + j) * ldy + r] = o[j];
+            }
+        for (; v < nvec; v++)
             y[v * ldy + r] = vdot(w + (size_t)r * rb, xq + (size_t)v * arb, cols);
+    }
 }
 
 // The one implementation behind every product: the parts share the input X
@@ -198,10 +208,12 @@ static void gemm_parts(const gemm_part *p, int np, const float *X, int64_t batch
     assert(qt);
     const bool generic = !quant && qt->blck > 1;
     pt_vdot_fn vdot = NULL;
+    pt_vdot4_fn vdot4 = NULL;
     const char *gact = NULL; // generic: quantised activations, `arb` bytes per vector
     size_t arb = 0;
     if (generic) {
         vdot = pt_vdot_of(qt, k->qpath);
+        vdot4 = pt_vdot4_of(qt, k->qpath);
         const pt_actq_fn aq = pt_actq_of(qt->act);
         assert(vdot && aq && cols % qt->blck == 0);
         arb = pt_act_row_bytes(qt->act, cols);
@@ -261,7 +273,7 @@ static void gemm_parts(const gemm_part *p, int np, const float *X, int64_t batch
         if (quant)
             k->qtile(type, w, q->rb, nr, &act, v, nv, y, q->ldy);
         else if (generic)
-            gtile(vdot, w, q->rb, nr, cols, gact + (size_t)v * arb, arb, nv, y, q->ldy);
+            gtile(vdot, vdot4, w, q->rb, nr, cols, gact + (size_t)v * arb, arb, nv, y, q->ldy);
         else
             k->ftile(type, w, q->rb, nr, cols, X + v * cols, cols, nv, y, q->ldy);
     }

@@ -6,6 +6,7 @@
 #ifndef PETREL_KERNELS_QT_K_H
 #define PETREL_KERNELS_QT_K_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 void pt_deq_q2_k(const void *src, float *y, int64_t n);
@@ -41,8 +42,10 @@ float pt_vdot_q4_k_avx2(const void *w, const void *xq, int64_t n);
 #endif
 #if defined(__x86_64__)
 float pt_vdot_q4_k_avx512(const void *w, const void *xq, int64_t n);
+void pt_vdot4_q4_k_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out);
 #else
 #define pt_vdot_q4_k_avx512 NULL
+#define pt_vdot4_q4_k_avx512 NULL
 #endif
 void pt_deq_q5_k(const void *src, float *y, int64_t n);
 float pt_vdot_q5_k_scalar(const void *w, const void *xq, int64_t n);

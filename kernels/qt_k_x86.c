@@ -415,29 +415,86 @@ TGT5I __m256i fold512(__m512i s0, __m512i s1)
     return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
 }
 
-TGT5I sb_sums sums_q4_k_512(const pt_blk_q4_k *b, const block_q8_K *x)
+// Q4_K's weight side of a super-block, unpacked once for any number of
+// activation rows: the unsigned nibbles of the four 64-value chunk pairs
+// and the matching int16 scale vectors, the 8 scales / 8 mins (k4_scales16).
+typedef struct {
+    __m512i q[4];  // chunk c / 2, low (q[c]) and high (q[c + 1]) register
+    __m512i sc[4]; // the scales of q[k]'s two 32-value blocks as int16
+    __m256i sm;    // sc0..7, m0..7 (int16)
+} q4k_w512;
+
+TGT5I q4k_w512 q4k_unpack_512(const pt_blk_q4_k *b)
 {
     const __m512i m4 = _mm512_set1_epi8(0xF);
-    const __m256i sm = k4_scales16(b->scales);
-    const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
-    const __m128i bs2 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-    const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bs2);
-    const __m512i sc = _mm512_castsi256_si512(sm);
-    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    q4k_w512 u;
+    u.sm = k4_scales16(b->scales);
+    const __m512i sc = _mm512_castsi256_si512(u.sm);
     #pragma GCC unroll 4
     for (int c = 0; c < 4; c += 2) {
         // chunk c: values 64c .. 64c + 63 = blocks 2c (low nibbles), 2c + 1
-        const __m512i q0 = _mm512_and_si512(bcast_shift(b->qs + 32 * c, CNT_0_4), m4);
-        const __m512i q1 = _mm512_and_si512(bcast_shift(b->qs + 32 * c + 32, CNT_0_4), m4);
-        s0 = dot_sc_512(s0, q0, x->qs + 64 * c, _mm512_permutexvar_epi16(sc_index(2 * c, 16), sc));
-        s1 = dot_sc_512(s1, q1, x->qs + 64 * c + 64, _mm512_permutexvar_epi16(sc_index(2 * c + 2, 16), sc));
+        u.q[c] = _mm512_and_si512(bcast_shift(b->qs + 32 * c, CNT_0_4), m4);
+        u.q[c + 1] = _mm512_and_si512(bcast_shift(b->qs + 32 * c + 32, CNT_0_4), m4);
+        u.sc[c] = _mm512_permutexvar_epi16(sc_index(2 * c, 16), sc);
+        u.sc[c + 1] = _mm512_permutexvar_epi16(sc_index(2 * c + 2, 16), sc);
+    }
+    return u;
+}
+
+TGT5I sb_sums q4k_sums_x_512(const q4k_w512 *u, const block_q8_K *x)
+{
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+    const __m128i bs2 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(u->sm, 1), bs2);
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    #pragma GCC unroll 4
+    for (int c = 0; c < 4; c += 2) {
+        s0 = dot_sc_512(s0, u->q[c], x->qs + 64 * c, u->sc[c]);
+        s1 = dot_sc_512(s1, u->q[c + 1], x->qs + 64 * c + 64, u->sc[c + 1]);
     }
     return (sb_sums){fold512(s0, s1), _mm256_castsi128_si256(mprod)};
+}
+
+TGT5I sb_sums sums_q4_k_512(const pt_blk_q4_k *b, const block_q8_K *x)
+{
+    const q4k_w512 u = q4k_unpack_512(b);
+    return q4k_sums_x_512(&u, x);
 }
 
 TGT5 float pt_vdot_q4_k_avx512(const void *w, const void *xq, int64_t n)
 {
     K_ROW_LOOP(pt_blk_q4_k, sums_q4_k_512, 2, dmin)
+}
+
+// One Q4_K row times 4 activation rows (xq + j * ldx): each output is
+// pt_vdot_q4_k_avx512's, bit for bit (the same integer sums and the same
+// f32 steps per activation row); the weights are unpacked once for the 4.
+TGT5 void pt_vdot4_q4_k_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_q4_k *b = w;
+    __m256 acc[4];
+    __m128 am[4];
+    for (int j = 0; j < 4; j++) {
+        acc[j] = _mm256_setzero_ps();
+        am[j] = _mm_setzero_ps();
+    }
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const q4k_w512 u = q4k_unpack_512(&b[i]);
+        const float dw = h2f(b[i].d), dmw = h2f(b[i].dmin);
+        #pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const block_q8_K *x = (const block_q8_K *)((const char *)xq + j * ldx) + i;
+            const sb_sums sm = q4k_sums_x_512(&u, x);
+            const float d = x->d * dw, dmin = -x->d * dmw;
+            am[j] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm256_castsi256_si128(sm.ms)), am[j]);
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sm.is), acc[j]);
+        }
+    }
+    for (int j = 0; j < 4; j++) {
+        const __m128 t = _mm_add_ps(am[j], _mm_movehl_ps(am[j], am[j]));
+        out[j] = hsum8_ps(acc[j]) + _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+    }
 }
 
 TGT5I sb_sums sums_q5_k_512(const pt_blk_q5_k *b, const block_q8_K *x)

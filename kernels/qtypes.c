@@ -28,7 +28,8 @@ static const pt_qtraits table[NTYPES] = {
     [11] = {"q3_k", "Q3_K", 256, 110, PT_Q8_K, pt_deq_q3_k, pt_quant_q3_k,
              {pt_vdot_q3_k_scalar, pt_vdot_q3_k_avx2, pt_vdot_q3_k_avx512}},
     [12] = {"q4_k", "Q4_K", 256, 144, PT_Q8_K, pt_deq_q4_k, pt_quant_q4_k,
-             {pt_vdot_q4_k_scalar, pt_vdot_q4_k_avx2, pt_vdot_q4_k_avx512}},
+             {pt_vdot_q4_k_scalar, pt_vdot_q4_k_avx2, pt_vdot_q4_k_avx512},
+             {NULL, NULL, pt_vdot4_q4_k_avx512}},
     [13] = {"q5_k", "Q5_K", 256, 176, PT_Q8_K, pt_deq_q5_k, pt_quant_q5_k,
              {pt_vdot_q5_k_scalar, pt_vdot_q5_k_avx2, pt_vdot_q5_k_avx512}},
     [14] = {"q6_k", "Q6_K", 256, 210, PT_Q8_K, pt_deq_q6_k, pt_quant_q6_k,
@@ -78,6 +79,15 @@ pt_actq_fn pt_actq_of(pt_dtype act)
     case PT_Q8_K: return pt_actq_q8_k;
     default: return NULL;
     }
+}
+
+pt_vdot4_fn pt_vdot4_of(const pt_qtraits *t, int path)
+{
+    assert(t && path >= 0 && path < PT_QPATH_N);
+    for (int p = path; p >= 0; p--)
+        if (t->vdot4[p])
+            return t->vdot4[p];
+    return NULL;
 }
 
 pt_vdot_fn pt_vdot_of(const pt_qtraits *t, int path)

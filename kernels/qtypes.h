@@ -66,6 +66,10 @@ typedef void (*pt_actq_fn)(const float *x, void *dst, int64_t n);
 // One weight row (n values) · one activation row already quantised to the
 // row's act type (ggml layout), following the family contract above.
 typedef float (*pt_vdot_fn)(const void *w, const void *xq, int64_t n);
+// One weight row (n values) · 4 activation rows at xq + j * ldx bytes ->
+// out[0..3], each bit for bit the type's vdot (the weights unpacked once
+// for the four: batched products).
+typedef void (*pt_vdot4_fn)(const void *w, const void *xq, size_t ldx, int64_t n, float *out);
 
 typedef struct pt_qtraits {
     const char *name;      // Petrel's lower-case name: "q4_k", "iq2_xxs"
@@ -77,6 +81,7 @@ typedef struct pt_qtraits {
     pt_dequant_fn dequant; // NULL for F32/F16/BF16 (quant.c converts those)
     pt_quant_fn quant;     // NULL: Petrel does not write this type
     pt_vdot_fn vdot[PT_QPATH_N]; // per path; NULL: use the path below it
+    pt_vdot4_fn vdot4[PT_QPATH_N]; // optional, per path; NULL everywhere: 4 vdot calls
 } pt_qtraits;
 
 // The row of a type id, or NULL for an id Petrel does not know.
@@ -87,5 +92,7 @@ size_t pt_act_row_bytes(pt_dtype act, int64_t n);
 pt_actq_fn pt_actq_of(pt_dtype act);
 // The vdot of `t` for `path`, falling back to the nearest path below.
 pt_vdot_fn pt_vdot_of(const pt_qtraits *t, int path);
+// The vdot4 of `t` for `path` (nearest path below), or NULL if it has none.
+pt_vdot4_fn pt_vdot4_of(const pt_qtraits *t, int path);
 
 #endif

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/matmul.h"
 #include "kernels/qtypes.h"
 #include "kernels/qt_legacy.h"
 #include "testutil.h"
@@ -196,6 +197,76 @@ Test(qt_vdot, legacy_odd_lengths)
             for (int wm = 0; wm < 3; wm++)
                 for (int xm = 0; xm < 3; xm++)
                     check_case(&types[k], lens[l], wm, xm);
+}
+
+// Batched products: a type's vdot4 (one row times 4 activation rows) gives
+// each output of its vdot bit for bit, on random rows of every scale mode,
+// and pt_gemm of any batch equals pt_gemv per vector on every kernel path
+// (matmul sends vectors in fours through vdot4 where a type has one).
+Test(qt_vdot, vdot4_and_gemm_equal_vdot_and_gemv)
+{
+    const int64_t n = 2048;
+    int checked4 = 0;
+    for (size_t k = 0; k < NTYPES_T; k++) {
+        const pt_qtraits *q = pt_qtraits_of(types[k].t);
+        const int64_t nblk = n / q->blck;
+        const size_t ab = pt_act_row_bytes(q->act, n);
+        uint8_t *w = malloc((size_t)(nblk * q->bytes));
+        float *x = malloc((size_t)n * 4);
+        char *xq = malloc(4 * ab);
+        for (int wm = 0; wm < 3; wm++) {
+            rand_row(&types[k], w, nblk, wm);
+            for (int j = 0; j < 4; j++) {
+                rand_x(x, n, (wm + j) % 3);
+                pt_actq_of(q->act)(x, xq + j * ab, n);
+            }
+            for (int p = 0; p < PT_QPATH_N; p++) {
+                if (!path_ok(p) || !q->vdot4[p])
+                    continue;
+                float o[4];
+                q->vdot4[p](w, xq, ab, n, o);
+                for (int j = 0; j < 4; j++) {
+                    const float want = pt_vdot_of(q, p)(w, xq + j * ab, n);
+                    cr_assert(fbits(o[j]) == fbits(want) || (isnan(o[j]) && isnan(want)),
+                              "%s path %d w%d vector %d: vdot4 %.9g vdot %.9g", q->name, p, wm, j, o[j], want);
+                    checked4++;
+                }
+            }
+        }
+        free(w); free(x); free(xq);
+        // pt_gemm vs pt_gemv
+        const int64_t rows = 21, batches[] = {1, 3, 4, 9};
+        const size_t rb = (size_t)(nblk * q->bytes);
+        uint8_t *W = malloc(rb * rows);
+        for (int64_t r = 0; r < rows; r++)
+            rand_row(&types[k], W + r * rb, nblk, 0);
+        pt_mat m = {.data = W, .type = types[k].t, .rows = rows, .cols = n};
+        float *X = malloc(sizeof(float) * (size_t)(9 * n)), *Y = malloc(sizeof(float) * (size_t)(9 * rows));
+        float *y1 = malloc(sizeof(float) * rows);
+        for (int64_t i = 0; i < 9 * n; i++)
+            X[i] = rndn();
+        const pt_kernel_path paths[] = {PT_PATH_SCALAR, PT_PATH_AVX2, PT_PATH_AVX512};
+        for (size_t pi = 0; pi < 3; pi++) {
+            if (!pt_kernel_path_supported(paths[pi]))
+                continue;
+            pt_kernel_set_path(paths[pi]);
+            for (size_t bi = 0; bi < 4; bi++) {
+                pt_gemm(&m, X, batches[bi], Y);
+                for (int64_t v = 0; v < batches[bi]; v++) {
+                    pt_gemv(&m, X + v * n, y1);
+                    for (int64_t r = 0; r < rows; r++)
+                        cr_assert_eq(fbits(Y[v * rows + r]), fbits(y1[r]), "%s path %s batch %lld v %lld r %lld",
+                                     q->name, pt_kernel_path_name(), (long long)batches[bi], (long long)v,
+                                     (long long)r);
+                }
+            }
+        }
+        pt_kernel_set_path(PT_PATH_AUTO);
+        free(W); free(X); free(Y); free(y1);
+    }
+    cr_log_info("%d vdot4 outputs checked", checked4);
+    if (path_ok(PT_QPATH_AVX512))
+        cr_assert_gt(checked4, 0, "no vdot4 ran on this AVX-512 CPU");
 }
 
 Test(qt_vdot, paths_reported)
