@@ -51,7 +51,7 @@ int pt_usage_merge_save(const char *path, int n_blocks, int n_expert, const uint
         }
         buf[len++] = '\n';
     }
-    int rc = pt_write_file_atomic(path, buf, len, err);
+    int rc = pt_write_file_atomic_at(path, buf, len, "usage.write", err);
     free(cur);
     free(buf);
     return rc;

@@ -1,5 +1,8 @@
 #include "common/util.h"
 
+#include "common/fault.h"
+#include "common/fullio.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -137,37 +140,39 @@ int pt_fsync_dir_of(const char *path)
 
 int pt_write_file_atomic(const char *path, const void *buf, size_t len, pt_err *err)
 {
+    return pt_write_file_atomic_at(path, buf, len, "atomic.write", err);
+}
+
+int pt_write_file_atomic_at(const char *path, const void *buf, size_t len, const char *site, pt_err *err)
+{
     char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= sizeof tmp)
+        return pt_errf(err, "%s: path too long", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
-        return pt_errf(err, "%s: cannot create: %s", tmp, strerror(errno));
-    const char *p = buf;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return pt_errf(err, "%s: write failed: %s", tmp, strerror(e));
-        }
-        p += w;
-        left -= (size_t)w;
-    }
-    if (fsync(fd) != 0) {
+        return pt_errf(err, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+    // Any failure removes the temp file: path keeps its previous contents.
+    const char *what = NULL;
+    if (pt_write_full(fd, buf, len, PT_AT_POS, site) != 0)
+        what = "write";
+    else if (pt_sync_full(fd, false, site) != 0)
+        what = "fsync";
+    if (what) {
         int e = errno;
         close(fd);
         unlink(tmp);
-        return pt_errf(err, "%s: fsync failed: %s", tmp, strerror(e));
+        return pt_errf(err, "%s: %s of %s failed: %s (the previous file is kept)", path, what, tmp, strerror(e));
     }
-    close(fd);
-    if (rename(tmp, path) != 0) {
+    if (close(fd) != 0) {
         int e = errno;
         unlink(tmp);
-        return pt_errf(err, "%s: rename failed: %s", path, strerror(e));
+        return pt_errf(err, "%s: close of %s failed: %s (the previous file is kept)", path, tmp, strerror(e));
+    }
+    int fx = pt_fault("atomic.rename");
+    if (fx > 0 || rename(tmp, path) != 0) {
+        int e = fx > 0 ? fx : errno;
+        unlink(tmp);
+        return pt_errf(err, "%s: rename of %s failed: %s (the previous file is kept)", path, tmp, strerror(e));
     }
     pt_fsync_dir_of(path);
     return 0;

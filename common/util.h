@@ -34,6 +34,10 @@ char *pt_read_file(const char *path, size_t *len, pt_err *err);
 // Writes buf to path durably: writes "<path>.tmp.<pid>", fsyncs it, renames
 // it over path and fsyncs the directory. Never leaves a partial file at path.
 int pt_write_file_atomic(const char *path, const void *buf, size_t len, pt_err *err);
+// The same with the fault-injection site (common/fault.h) of its writes and
+// fsync named (pt_write_file_atomic uses "atomic.write"); on any failure
+// the temp file is removed and path keeps what it held.
+int pt_write_file_atomic_at(const char *path, const void *buf, size_t len, const char *site, pt_err *err);
 
 // fsync the directory containing path (after a rename or unlink).
 int pt_fsync_dir_of(const char *path);

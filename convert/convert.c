@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fullio.h"
 #include "common/util.h"
 #include "convert/hfconfig.h"
 #include "convert/hfindex.h"
@@ -366,9 +367,9 @@ static int open_output(conv *c, pt_err *err)
     void *h = gguf_writer_header(p->w, &hlen);
     if (!h)
         return pt_errf(err, "out of memory");
-    ssize_t w = pwrite(c->out_fd, h, hlen, 0);
+    int w = pt_write_full(c->out_fd, h, (size_t)hlen, 0, "convert.write");
     free(h);
-    if (w != (ssize_t)hlen)
+    if (w != 0)
         return pt_errf(err, "%s: header write failed: %s", c->tmp_path, strerror(errno));
     pt_fsync_dir_of(c->tmp_path);
     return 0;
@@ -443,7 +444,7 @@ static int process_shard(conv *c, uint32_t s, pt_convbuf *buf, pt_err *err)
             raise(SIGKILL);
     }
     // Durable before it is recorded, and recorded before any source is deleted.
-    if (fdatasync(c->out_fd) != 0)
+    if (pt_sync_full(c->out_fd, true, "convert.sync") != 0)
         return pt_errf(err, "%s: fdatasync failed: %s", c->tmp_path, strerror(errno));
     if (pt_journal_mark_done(&c->j, s, c->ix.shards[s], err) < 0)
         return -1;
@@ -467,7 +468,7 @@ static int process_shard(conv *c, uint32_t s, pt_convbuf *buf, pt_err *err)
 // All shards done: fsync, rename <out>.partial to <out>, drop the journal.
 static int finish(conv *c, pt_err *err)
 {
-    if (fsync(c->out_fd) != 0)
+    if (pt_sync_full(c->out_fd, false, "convert.sync") != 0)
         return pt_errf(err, "%s: fsync failed: %s", c->tmp_path, strerror(errno));
     close(c->out_fd);
     c->out_fd = -1;

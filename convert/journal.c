@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fullio.h"
 #include "common/util.h"
 
 uint64_t pt_hash_bytes(uint64_t h, const void *p, size_t n)
@@ -32,20 +33,23 @@ uint64_t pt_hash_file(uint64_t h, const char *path)
     return h;
 }
 
+// Appends one line and makes it durable (site "journal.write"). A write
+// that fails part-way leaves a line without its newline, which reading
+// ignores and the next open cuts off (pt_journal_open).
 static int append_line(pt_journal *j, const char *line, pt_err *err)
 {
-    size_t n = strlen(line);
-    ssize_t w = write(j->fd, line, n);
-    if (w != (ssize_t)n)
-        return pt_errf(err, "%s: write failed: %s", j->path, w < 0 ? strerror(errno) : "short write");
-    if (fsync(j->fd) != 0)
+    if (pt_write_full(j->fd, line, strlen(line), PT_AT_POS, "journal.write") != 0)
+        return pt_errf(err, "%s: write failed: %s", j->path, strerror(errno));
+    if (pt_sync_full(j->fd, false, "journal.write") != 0)
         return pt_errf(err, "%s: fsync failed: %s", j->path, strerror(errno));
     return 0;
 }
 
-// Parses an existing journal's complete lines.
-static int parse(pt_journal *j, const char *text, size_t len, pt_err *err)
+// Parses an existing journal's complete lines; *used = bytes they span
+// (a torn last line after them is not counted).
+static int parse(pt_journal *j, const char *text, size_t len, size_t *used, pt_err *err)
 {
+    *used = 0;
     size_t pos = 0;
     int line_no = 0;
     while (pos < len) {
@@ -59,6 +63,7 @@ static int parse(pt_journal *j, const char *text, size_t len, pt_err *err)
         memcpy(line, text + pos, ll);
         line[ll] = 0;
         pos += ll + 1;
+        *used = pos;
         line_no++;
         uint64_t h;
         unsigned ns, a, b, s;
@@ -103,7 +108,8 @@ int pt_journal_open(pt_journal *j, const char *path, uint64_t src_hash, uint32_t
             pt_journal_close(j);
             return -1;
         }
-        int rc = parse(j, text, len, err);
+        size_t used;
+        int rc = parse(j, text, len, &used, err);
         free(text);
         if (rc < 0) {
             pt_journal_close(j);
@@ -113,6 +119,13 @@ int pt_journal_open(pt_journal *j, const char *path, uint64_t src_hash, uint32_t
             j->fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
             if (j->fd < 0) {
                 pt_errf(err, "%s: cannot open: %s", path, strerror(errno));
+                pt_journal_close(j);
+                return -1;
+            }
+            // A torn last line (a kill or a failed write in the middle of an
+            // append) is cut off, or the next line would be glued to it.
+            if (used < len && (ftruncate(j->fd, (off_t)used) != 0 || pt_sync_full(j->fd, false, NULL) != 0)) {
+                pt_errf(err, "%s: cannot cut its torn last line: %s", path, strerror(errno));
                 pt_journal_close(j);
                 return -1;
             }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fullio.h"
 #include "kernels/quant.h"
 
 #define FP8_BLOCK 128
@@ -40,21 +41,13 @@ static int pread_full(int fd, const char *path, const char *name, void *dst, uin
     return 0;
 }
 
+// Writes n bytes of converted tensor data at off (site "convert.write").
 static int pwrite_full(int fd, const char *path, const char *name, const void *src, uint64_t n, uint64_t off,
                        pt_err *err)
 {
-    const uint8_t *p = src;
-    while (n > 0) {
-        ssize_t w = pwrite(fd, p, n > (1u << 30) ? (1u << 30) : (size_t)n, (off_t)off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return pt_errf(err, "%s: tensor '%s': write at offset %llu failed: %s", path, name,
-                           (unsigned long long)off, w < 0 ? strerror(errno) : "no space?");
-        p += w;
-        off += (uint64_t)w;
-        n -= (uint64_t)w;
-    }
+    if (pt_write_full(fd, src, (size_t)n, off, "convert.write") != 0)
+        return pt_errf(err, "%s: tensor '%s': write of %llu bytes at offset %llu failed: %s", path, name,
+                       (unsigned long long)n, (unsigned long long)off, strerror(errno));
     return 0;
 }
 

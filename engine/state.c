@@ -361,7 +361,7 @@ int petrel_state_save(petrel_context *c, const char *path, char *errbuf, size_t 
     if (petrel_state_save_mem(c, &buf, &len, errbuf, errlen) < 0)
         return -1;
     pt_err err = {{0}};
-    int rc = pt_write_file_atomic(path, buf, len, &err);
+    int rc = pt_write_file_atomic_at(path, buf, len, "state.write", &err);
     free(buf);
     if (rc < 0)
         copy_err(errbuf, errlen, &err);

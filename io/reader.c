@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fault.h"
 #include "io/reader_int.h"
 
 enum { MAX_ATTEMPTS = 4, MAX_AGAIN = 100000 };
@@ -350,9 +351,23 @@ int pt_reader_submit(pt_reader *r, uint64_t tag, uint64_t off, uint64_t len, voi
 
 // ---- completion -----------------------------------------------------------------
 
-// Applies the fault-injection plan to one device completion.
-static int64_t inject(pt_reader *r, int64_t res)
+// Applies the fault-injection plans to one device completion of chunk c:
+// the reader's own (pt_reader_set_fault) and the process-wide site "read"
+// (common/fault.h). A faulted completion scribbles over the bytes it no
+// longer reports, as a real partial transfer may leave them, so a retry
+// that failed to re-read them would give wrong data, not a lucky pass.
+static int64_t inject(pt_reader *r, const rd_chunk *c, int64_t res)
 {
+    const int fx = pt_fault("read");
+    if (fx != 0 && res > 0) {
+        int64_t keep = 0;
+        if (fx == PT_FAULT_SHORT)
+            keep = r->direct ? res / 2 / PT_ALIGN * PT_ALIGN : res / 2;
+        memset(c->dst + c->done + keep, 0xA5, (size_t)(res - keep));
+        res = fx == PT_FAULT_SHORT ? keep : -fx;
+    } else if (fx > 0) {
+        res = -fx;
+    }
     uint64_t n = ++r->n_completions;
     const pt_io_fault *f = &r->fault;
     uint64_t cnt = f->fail_count ? f->fail_count : 1;
@@ -385,7 +400,7 @@ static void on_completion(pt_reader *r, int cid, int64_t res)
     assert(c->used);
     account(r);
     r->dev_inflight--;
-    res = inject(r, res);
+    res = inject(r, c, res);
     if (res == -EAGAIN || res == -EINTR) {
         if (++c->again > MAX_AGAIN) {
             chunk_finish(r, cid, (int)-res);
