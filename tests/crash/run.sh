@@ -29,8 +29,10 @@
 # must then report failures (tests/test_crash.c asserts it does).
 # Stray temp files (NAME.tmp.PID) left by kills are counted (tmp_left=); they
 # are never read as the file.
-# Last line: RESULT cases=… kills=… failures=… seed=… (+ per-case kills and
-# how many kills landed inside a write: in_write=).
+# Last line: RESULT cases=… kills=… failures=… seed=… (+ per-case kills, how
+# many landed inside a write (in_write=), after the conversion had written
+# (with_partial=) or finished a shard, and how many serve kills cut requests
+# short).
 set -u
 cd "$(dirname "$0")/../.."
 
@@ -76,7 +78,7 @@ count_tmp() { find "$1" -name '*.tmp.*' | wc -l; }
 
 # ---- convert -----------------------------------------------------------------
 case_convert() {
-    local d=$WORK/convert ref out_g kills=0 t0 t1 span
+    local d=$WORK/convert ref out_g kills=0 t0 t1 span with_partial=0 shard_done=0
     mkdir -p "$d"
     ref=$d/ref.gguf
     t0=$(now_ms)
@@ -92,6 +94,8 @@ case_convert() {
         run_killed "$PETREL" convert "$FIX" -o "$out_g"
         [ "$killed" = 1 ] || continue # finished before the kill: draw again
         i=$((i + 1)) kills=$((kills + 1))
+        [ -e "$out_g.partial" ] && with_partial=$((with_partial + 1))
+        grep -q '^done' "$out_g.journal" 2>/dev/null && shard_done=$((shard_done + 1))
         if [ -e "$out_g" ] && ! cmp -s "$out_g" "$ref"; then fail "a killed run left a complete-looking, different $out_g"; fi
         if [ $((RANDOM % 2)) = 1 ]; then # kill the resume too
             draw 0 "$span"
@@ -109,7 +113,7 @@ case_convert() {
         [ ! -e "$out_g.partial" ] && [ ! -e "$out_g.journal" ] || fail "partial / journal left after a finished resume"
     done
     total_kills=$((total_kills + kills))
-    summary+=" convert_kills=$kills"
+    summary+=" convert_kills=$kills convert_first_kill_with_partial=$with_partial convert_first_kill_after_a_shard=$shard_done"
 }
 
 # ---- state -------------------------------------------------------------------
@@ -210,12 +214,12 @@ client() {
         msgs="$msgs${msgs:+,}{\"role\":\"user\",\"content\":\"client $c turn $t: tell me about petrels\"}"
         curl -s --max-time 20 -o /dev/null "http://127.0.0.1:$port/v1/chat/completions" \
             -H 'Content-Type: application/json' \
-            -d "{\"messages\":[$msgs],\"max_tokens\":6,\"temperature\":0}" || return 0
+            -d "{\"messages\":[$msgs],\"max_tokens\":6,\"temperature\":0}" || { : >"$d/cut.$c"; return 0; }
         msgs="$msgs,{\"role\":\"assistant\",\"content\":\"reply $t\"}"
     done
 }
 case_serve() {
-    local d=$WORK/serve model=$1 kills=0 t0 t1 span code files
+    local d=$WORK/serve model=$1 kills=0 t0 t1 span code files in_flight=0
     mkdir -p "$d/kv"
     serve_start
     [ "$port" != 0 ] || { fail "serve did not start: $(tail -3 "$d/server.log")"; return; }
@@ -239,6 +243,8 @@ case_serve() {
         wait $spid 2>/dev/null
         kills=$((kills + 1))
         wait "${cpids[@]}" 2>/dev/null # each client gets an error or its answer
+        if ls "$d"/cut.* >/dev/null 2>&1; then in_flight=$((in_flight + 1)); fi
+        rm -f "$d"/cut.*
         serve_start
         if [ "$port" = 0 ]; then fail "restart on the kv dir failed: $(tail -3 "$d/server.log")"; continue; fi
         code=$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health")
@@ -254,7 +260,7 @@ case_serve() {
         fi
     done
     total_kills=$((total_kills + kills))
-    summary+=" serve_kills=$kills serve_kept=$(find "$d/kv" -name '*.pkv' | wc -l) serve_tmp_left=$(count_tmp "$d/kv")"
+    summary+=" serve_kills=$kills serve_kills_cutting_requests=$in_flight serve_kept=$(find "$d/kv" -name '*.pkv' | wc -l) serve_tmp_left=$(count_tmp "$d/kv")"
 }
 
 model=""
