@@ -231,6 +231,7 @@ int pt_finish(petrel_context *c, int B, int first)
 {
     const petrel_model *m = c->model;
     const int n_embd = (int)m->hp.n_embd, n_vocab = (int)m->hp.n_vocab;
+    const double t0 = pt_now();
     for (int b = 0; b < B; b++)
         pt_rmsnorm(c->hidden + (size_t)b * n_embd, c->s.x + (size_t)b * n_embd, m->output_norm, n_embd,
                    m->hp.rms_eps);
@@ -240,6 +241,7 @@ int pt_finish(petrel_context *c, int B, int first)
     pt_gemm(&m->output, c->hidden + (size_t)first * n_embd, n_rows, c->logits);
     c->logits_first = first;
     c->logits_n = n_rows;
+    c->prof.head += pt_now() - t0;
     return 0;
 }
 

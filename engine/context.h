@@ -46,6 +46,19 @@ typedef struct pt_scratch {
     int32_t *nsel;   // (B) their count, -1 = every key (dense)
 } pt_scratch;
 
+// Compute time by part of the forward pass (seconds, summed over calls);
+// copied into petrel_stats (t_*_s) and printed by --stats.
+typedef struct pt_prof {
+    double attn_proj; // attention's matrix products (q, kv, k_b absorption, v_b, o)
+    double router;    // router logits and selection
+    double shared;    // shared experts
+    double routed;    // routed experts' products (excluding waits on reads)
+    double combine;   // weighting and summing expert outputs
+    double dense;     // dense FFN blocks
+    double head;      // final norm and output head
+    double attn_base; // c->t_attn_s at the last statistics reset
+} pt_prof;
+
 // Counters of multi-context steps (petrel_decode_multi); copied into petrel_stats.
 typedef struct pt_multi_stats {
     uint64_t steps;         // petrel_decode_multi calls
@@ -99,6 +112,7 @@ struct petrel_context {
                                   // each batch row (its KV cache, observers); NULL otherwise
     petrel_context **rowbuf;      // (n_batch) storage for rowctx
     pt_multi_stats mst;           // multi-context steps, kept by the expert owner
+    pt_prof prof;                 // compute time by part
 };
 
 // The context owning c's expert cache (c itself unless shared).

@@ -82,6 +82,7 @@ static void attention(petrel_context *c, int il, int B)
     const int H = (int)hp->n_head, nope = (int)hp->qk_nope, rope = (int)hp->qk_rope;
     const int kvl = (int)hp->kv_lora_rank, vd = (int)hp->v_head, qd = nope + rope;
     const int kvd = (int)c->kv_dim;
+    double tp = pt_now();
 
     if (hp->q_lora_rank > 0) {
         pt_gemm(&L->q_a, s->xn, B, s->qa);
@@ -119,6 +120,8 @@ static void attention(petrel_context *c, int il, int B)
         pt_gemm(&kb, qh, B, s->qlat + (size_t)h * B * kvl);
     }
 
+    c->prof.attn_proj += pt_now() - tp;
+
     // Scores over the latent cache, softmax, weighted sum of latents, in
     // ggml's order (kernels/ops.h: llama.cpp's kq, kq_soft_max and kqv over
     // its F32 cache, bit for bit). Each (token, head) pair is computed whole
@@ -149,6 +152,7 @@ static void attention(petrel_context *c, int il, int B)
     }
 
     c->t_attn_s += pt_now() - t0;
+    tp = pt_now();
 
     // Value up-projection per head (one head per thread), then the output projection.
 #pragma omp parallel for schedule(static)
@@ -160,6 +164,7 @@ static void attention(petrel_context *c, int il, int B)
             memcpy(s->attn + (size_t)b * H * vd + (size_t)h * vd, oh + (size_t)b * vd, sizeof(float) * (size_t)vd);
     }
     pt_gemm(&L->o, s->attn, B, s->tmp);
+    c->prof.attn_proj += pt_now() - tp;
 }
 
 int pt_forward_block(petrel_context *c, int il, int B)
@@ -183,7 +188,9 @@ int pt_forward_block(petrel_context *c, int il, int B)
             return -1;
     } else {
         pt_stream_prefetch_next(c, il, B); // lookahead reads for a MoE block that follows (engine/stream.h)
+        const double t0 = pt_now();
         pt_ffn(c, &L->ffn_gate, &L->ffn_up, &L->ffn_down, s->xn, B, s->tmp);
+        c->prof.dense += pt_now() - t0;
     }
     for (size_t i = 0; i < (size_t)B * n_embd; i++)
         s->x[i] += s->tmp[i];

@@ -184,10 +184,12 @@ static void compute_ready(petrel_context *c, int il, int B, const int *list, int
         pt_ecache_pin(ec, il, st->uniq[list[j]], w[j]);
         pt_ecache_release(ec, il, st->uniq[list[j]]); // (the pin taken when it became ready)
     }
+    const double t0 = pt_now();
     if (n > 1)
         run_ready_parallel(c, il, list, n, w, B);
     else
         run_expert(c, il, st->uniq[list[0]], w[0], B);
+    c->prof.routed += pt_now() - t0;
     for (int j = 0; j < n; j++) {
         pt_ecache_release(ec, il, st->uniq[list[j]]);
         st->ustate[list[j]] = U_DONE;
@@ -293,6 +295,7 @@ int pt_moe(petrel_context *c, int il, int B)
         .scale = hp->routed_scale,
     };
 
+    double tp = pt_now();
     pt_gemm(&L->gate_inp, s->xn, B, s->rlogits);
     for (int b = 0; b < B; b++)
         pt_route(&rc, s->rlogits + (size_t)b * hp->n_expert, L->exp_bias, s->rids + (size_t)b * n_used,
@@ -327,6 +330,7 @@ int pt_moe(petrel_context *c, int il, int B)
         }
     pt_stream_note_actual(c, il, st->uniq, nu);
     count_visits(c, il, B, nu);
+    c->prof.router += pt_now() - tp;
 
     // Pin what is resident or already loading first (so that no miss of
     // this batch can evict it), then start the reads of the rest, then the
@@ -343,8 +347,10 @@ int pt_moe(petrel_context *c, int il, int B)
         pt_stream_prefetch_next(c, il, B);
 
     // Shared experts compute while the reads are in flight.
+    tp = pt_now();
     if (rcode == 0 && hp->n_expert_shared > 0)
         pt_ffn(c, &L->sh_gate, &L->sh_up, &L->sh_down, s->xn, B, st->sh_out);
+    c->prof.shared += pt_now() - tp;
     if (rcode == 0)
         rcode = stream_experts(c, il, B, nu);
     if (rcode < 0)
@@ -359,6 +365,7 @@ int pt_moe(petrel_context *c, int il, int B)
     // The order is recomputed from the router (s->rscratch held only the
     // last token's scores).
     assert(n_used <= 64);
+    tp = pt_now();
     for (int b = 0; b < B; b++) {
         float *y = s->tmp + (size_t)b * n_embd;
         int32_t ids[64];
@@ -384,5 +391,6 @@ int pt_moe(petrel_context *c, int il, int B)
                 y[i] += z[i];
         }
     }
+    c->prof.combine += pt_now() - tp;
     return 0;
 }

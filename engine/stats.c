@@ -28,6 +28,14 @@ void petrel_get_stats(const petrel_context *c, petrel_stats *out)
     out->multi_expert_visits = ms->expert_visits;
     out->multi_bytes_shared = ms->bytes_shared;
     out->t_multi_s = ms->t_s;
+    out->t_attn_proj_s = c->prof.attn_proj;
+    out->t_attn_s = c->t_attn_s - c->prof.attn_base;
+    out->t_router_s = c->prof.router;
+    out->t_shared_s = c->prof.shared;
+    out->t_routed_s = c->prof.routed;
+    out->t_combine_s = c->prof.combine;
+    out->t_dense_s = c->prof.dense;
+    out->t_head_s = c->prof.head;
 }
 
 void petrel_reset_stats(petrel_context *c)
@@ -36,6 +44,8 @@ void petrel_reset_stats(petrel_context *c)
     memset(&c->st, 0, sizeof c->st);
     c->st.kv_bytes = kv;
     memset(&c->mst, 0, sizeof c->mst);
+    memset(&c->prof, 0, sizeof c->prof);
+    c->prof.attn_base = c->t_attn_s; // (c->t_attn_s itself keeps counting: pt_dsa_times)
     if (c->expert_owner) // (the shared cache's counters are reset too, below)
         memset(&c->expert_owner->mst, 0, sizeof c->expert_owner->mst);
     pt_stream_reset_stats(c);
@@ -67,6 +77,10 @@ void petrel_print_stats(const petrel_context *c, void *file)
                 (unsigned long long)s.prefill_chunks, (unsigned long long)s.prefill_chunk_max,
                 (double)s.prefill_expert_visits / (double)s.prefill_chunks,
                 s.prefill_expert_visits ? (double)s.prefill_expert_rows / (double)s.prefill_expert_visits : 0.0);
+    fprintf(f, "compute: attention products %.2fs, attention %.2fs, router %.2fs, shared experts %.2fs, routed "
+               "experts %.2fs, combine %.2fs, dense FFN %.2fs, head %.2fs\n",
+            s.t_attn_proj_s, s.t_attn_s, s.t_router_s, s.t_shared_s, s.t_routed_s, s.t_combine_s, s.t_dense_s,
+            s.t_head_s);
     if (s.multi_steps)
         fprintf(f, "batched decode: %llu steps, %.2f contexts per step (max %llu), %.2f tok/s aggregate, expert "
                    "fetches %llu of %llu uses (%llu avoided, %.1f MB shared)\n",

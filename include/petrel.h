@@ -226,6 +226,13 @@ typedef struct petrel_stats {
     uint64_t prefill_expert_visits;// distinct experts computed over them, every MoE block
     uint64_t prefill_expert_rows;  // token rows computed by those visits:
                                    // tokens per expert visit = rows / visits
+    // Compute time by part of the forward pass (all calls; seconds).
+    double t_attn_proj_s;          // attention's matrix products (q, kv, absorption, v, o)
+    double t_attn_s;               // attention over the cached latents (scores, softmax, sums)
+    double t_router_s, t_shared_s; // router; shared experts
+    double t_routed_s;             // routed experts' products (waits on reads excluded)
+    double t_combine_s, t_dense_s; // combining expert outputs; dense FFN blocks
+    double t_head_s;               // final norm and output head
 } petrel_stats;
 
 // Per-layer expert statistics (MoE blocks; layer n_layer is the MTP block).
