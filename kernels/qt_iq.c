@@ -13,6 +13,7 @@
 #include "kernels/qt_iq_grid.h"
 #include "kernels/qtypes.h"
 #include "kernels/kern_internal.h"
+#include "kernels/qt_lanes.h"
 
 #include <assert.h>
 #include <math.h>
@@ -289,26 +290,6 @@ void pt_deq_iq4_xs(const void *src, float *y, int64_t n)
 // s = s + dd * (float)p (two roundings), p its whole exact sum.
 // Every integer sum fits int32 with room (|w| <= 127, |q8| <= 127, ls <= 31).
 
-// ggml's hsum_float_8.
-static float hsum8(const float a[8])
-{
-    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-}
-
-// The eight lane sums of one super-block: w (256, signed weight integers in
-// value order), ls16 (16, the integer scale of each 16-value group), q8 (256).
-static void lane_sums(const int8_t w[QK_K], const int32_t ls16[16], const int8_t *q8, int32_t sumi[8])
-{
-    for (int l = 0; l < 8; l++)
-        sumi[l] = 0;
-    for (int r = 0; r < 8; r++)
-        for (int l = 0; l < 8; l++) {
-            const int k = 32 * r + 4 * l;
-            const int32_t p = w[k] * q8[k] + w[k + 1] * q8[k + 1] + w[k + 2] * q8[k + 2] + w[k + 3] * q8[k + 3];
-            sumi[l] += ls16[2 * r + l / 4] * p;
-        }
-}
-
 // acc[l] = fmaf(d, (float)sumi[l], acc[l]) for the eight lanes.
 static void lanes_fma(float d, const int32_t sumi[8], float acc[8])
 {
@@ -418,7 +399,7 @@ static void lane_acc(const void *w, size_t bytes, unpack_fn un, const block_q8_K
     for (int64_t i = 0; i < n / QK_K; i++) {
         const uint8_t *blk = (const uint8_t *)w + (size_t)i * bytes;
         un(blk, wv, ls);
-        lane_sums(wv, ls, y[i].qs, sumi);
+        qt_lane_sums(wv, ls, y[i].qs, sumi);
         lanes_fma(pt_fp16_to_f32(pt_iq_u16(blk)) * y[i].d, sumi, acc);
     }
 }
@@ -427,42 +408,42 @@ float pt_vdot_iq2_xxs_scalar(const void *w, const void *xq, int64_t n)
 {
     float acc[8];
     lane_acc(w, sizeof(pt_blk_iq2_xxs), unpack_iq2_xxs, xq, n, acc);
-    return 0.125f * hsum8(acc);
+    return 0.125f * qt_hsum8(acc);
 }
 
 float pt_vdot_iq2_xs_scalar(const void *w, const void *xq, int64_t n)
 {
     float acc[8];
     lane_acc(w, sizeof(pt_blk_iq2_xs), unpack_iq2_xs, xq, n, acc);
-    return 0.125f * hsum8(acc);
+    return 0.125f * qt_hsum8(acc);
 }
 
 float pt_vdot_iq2_s_scalar(const void *w, const void *xq, int64_t n)
 {
     float acc[8];
     lane_acc(w, sizeof(pt_blk_iq2_s), unpack_iq2_s, xq, n, acc);
-    return 0.125f * hsum8(acc);
+    return 0.125f * qt_hsum8(acc);
 }
 
 float pt_vdot_iq3_xxs_scalar(const void *w, const void *xq, int64_t n)
 {
     float acc[8];
     lane_acc(w, sizeof(pt_blk_iq3_xxs), unpack_iq3_xxs, xq, n, acc);
-    return 0.25f * hsum8(acc);
+    return 0.25f * qt_hsum8(acc);
 }
 
 float pt_vdot_iq3_s_scalar(const void *w, const void *xq, int64_t n)
 {
     float acc[8];
     lane_acc(w, sizeof(pt_blk_iq3_s), unpack_iq3_s, xq, n, acc);
-    return hsum8(acc);
+    return qt_hsum8(acc);
 }
 
 float pt_vdot_iq4_xs_scalar(const void *w, const void *xq, int64_t n)
 {
     float acc[8];
     lane_acc(w, sizeof(pt_blk_iq4_xs), unpack_iq4_xs, xq, n, acc);
-    return hsum8(acc);
+    return qt_hsum8(acc);
 }
 
 // IQ1_S: grid values in w, one scale per 32-block; the delta term from the
@@ -489,12 +470,12 @@ float pt_vdot_iq1_s_scalar(const void *w, const void *xq, int64_t n)
             const int32_t bs = y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1];
             sumi1 += (qh & 0x8000 ? -bs : bs) * ls[2 * ib];
         }
-        lane_sums(wv, ls, y[i].qs, sumi);
+        qt_lane_sums(wv, ls, y[i].qs, sumi);
         const float d = y[i].d * pt_fp16_to_f32(pt_iq_u16(x[i].d));
         lanes_fma(d, sumi, acc);
         accum1 = fmaf(d, (float)sumi1, accum1);
     }
-    return hsum8(acc) + 0.125f * accum1;
+    return qt_hsum8(acc) + 0.125f * accum1;
 }
 
 // IQ1_M: grid values and, separately, the delta signs (+-1 per 8-group)
@@ -520,13 +501,13 @@ float pt_vdot_iq1_m_scalar(const void *w, const void *xq, int64_t n)
             ls[2 * ib] = iq1m_ls(&x[i], ib, 0);
             ls[2 * ib + 1] = iq1m_ls(&x[i], ib, 1);
         }
-        lane_sums(wv, ls, y[i].qs, sumi);
-        lane_sums(ev, ls, y[i].qs, sumt);
+        qt_lane_sums(wv, ls, y[i].qs, sumi);
+        qt_lane_sums(ev, ls, y[i].qs, sumt);
         const float d = y[i].d * pt_fp16_to_f32(pt_iq1m_scale(&x[i]));
         lanes_fma(d, sumi, acc);
         lanes_fma(d, sumt, acc2);
     }
-    return hsum8(acc) + 0.125f * hsum8(acc2);
+    return qt_hsum8(acc) + 0.125f * qt_hsum8(acc2);
 }
 
 // IQ4_NL block b's four-value lane sums p[8] and its whole sum.
@@ -561,7 +542,7 @@ float pt_vdot_iq4_nl_scalar(const void *w, const void *xq, int64_t n)
     }
     for (int l = 0; l < 8; l++)
         sum[l] = acc[0][l] + acc[1][l];
-    float s = hsum8(sum);
+    float s = qt_hsum8(sum);
     if (nb > npair) {
         const int64_t b = npair;
         const int32_t t = iq4nl_lanes(&x[b], y[b].qs, p);

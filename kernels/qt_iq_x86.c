@@ -678,6 +678,17 @@ static inline __attribute__((target("bmi2"), always_inline)) uint32_t ksigns4(ui
     return s | (t & 0x01010101u) << 7;
 }
 
+// The IQ2 types' step on two 32-blocks: sum + the int16-scaled pair sums
+// of the 64 grid magnitudes g with the activation quants at q8, negated
+// where `neg` has a bit (the stored signs): exact int32, ggml's lanes.
+static inline __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline))
+__m512i iq2_pair_dot512(__m512i sum, __m512i g, __mmask64 neg, const int8_t *q8, __m512i sc)
+{
+    const __m512i x = _mm512_loadu_si512((const void *)q8);
+    const __m512i xs = _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x);
+    return _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(g, xs), sc));
+}
+
 // Two 32-blocks per step: 8 grid entries in one register, the 64 sign bits
 // as a mask that negates the activation quants, the two blocks' scales
 // picked from one vector of the 8 (word 4 ib of the qword lanes).
@@ -699,11 +710,8 @@ TGT512B float pt_vdot_iq2_xxs_avx512(const void *w, const void *xq, int64_t n)
                                                (int64_t)pt_iq2xxs_grid[q[3]], (int64_t)pt_iq2xxs_grid[q[2]],
                                                (int64_t)pt_iq2xxs_grid[q[1]], (int64_t)pt_iq2xxs_grid[q[0]]);
             const __mmask64 neg = (__mmask64)ksigns4(pt_iq_u32(q + 4)) | (__mmask64)ksigns4(pt_iq_u32(q + 12)) << 32;
-            const __m512i q8 = _mm512_loadu_si512((const void *)(y[i].qs + 32 * ib));
-            const __m512i q8s = _mm512_mask_sub_epi8(q8, neg, _mm512_setzero_si512(), q8);
             const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi16((int16_t)(4 * ib)), _mm256_set1_epi16((int16_t)(4 * ib + 4)), 1);
-            const __m512i sc = _mm512_permutexvar_epi16(pick, ls);
-            sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(g, q8s), sc));
+            sum = iq2_pair_dot512(sum, g, neg, y[i].qs + 32 * ib, _mm512_permutexvar_epi16(pick, ls));
         }
         vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(fold512(sum)), vacc);
     }
@@ -753,9 +761,7 @@ TGT512B float pt_vdot_iq2_xs_avx512(const void *w, const void *xq, int64_t n)
             const uint64_t fm = 0xfe00fe00fe00fe00ull;
             const __mmask64 neg = (__mmask64)ksigns4((uint32_t)_pext_u64(v0, fm)) |
                                   (__mmask64)ksigns4((uint32_t)_pext_u64(v1, fm)) << 32;
-            const __m512i q8 = _mm512_loadu_si512((const void *)(y[i].qs + 32 * ib));
-            const __m512i q8s = _mm512_mask_sub_epi8(q8, neg, _mm512_setzero_si512(), q8);
-            sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(g, q8s), iq2_pair_scales512(hs, ib)));
+            sum = iq2_pair_dot512(sum, g, neg, y[i].qs + 32 * ib, iq2_pair_scales512(hs, ib));
         }
         vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(fold512(sum)), vacc);
     }
@@ -783,9 +789,7 @@ TGT512B float pt_vdot_iq2_s_avx512(const void *w, const void *xq, int64_t n)
                 (int64_t)pt_iq2s_grid[qs[1] | ((h0 << 6) & 0x300)], (int64_t)pt_iq2s_grid[qs[0] | ((h0 << 8) & 0x300)]);
             uint64_t m;
             memcpy(&m, x[i].signs + 4 * ib, 8);
-            const __m512i q8 = _mm512_loadu_si512((const void *)(y[i].qs + 32 * ib));
-            const __m512i q8s = _mm512_mask_sub_epi8(q8, (__mmask64)m, _mm512_setzero_si512(), q8);
-            sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(g, q8s), iq2_pair_scales512(hs, ib)));
+            sum = iq2_pair_dot512(sum, g, (__mmask64)m, y[i].qs + 32 * ib, iq2_pair_scales512(hs, ib));
         }
         vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(fold512(sum)), vacc);
     }

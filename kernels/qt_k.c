@@ -9,6 +9,7 @@
 // ggml's, only the bit-fiddling is shared.
 #include "kernels/qt_k.h"
 #include "kernels/qt_blocks.h"
+#include "kernels/qt_lanes.h"
 
 #include <assert.h>
 #include <math.h>
@@ -192,27 +193,6 @@ void pt_deq_q6_k(const void *src, float *y, int64_t n)
 // subtracted from lane l (ggml's offset trick, applied per lane); Q2_K,
 // Q4_K, Q5_K's are the unsigned q. Every sum fits int32.
 
-// hsum of ggml's hsum_float_8 (the same as pt_reduce8)
-static float hsum8(const float a[8])
-{
-    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-}
-
-// Lane sums of one super-block: q (256, value order), the scale of each
-// 16-value group (sc16[v / 16]) and the activation quants. Register r,
-// lane l: values 32r + 4l .. + 3, all in group 2r + l / 4.
-static void lane_sums(const int8_t q[QK_K], const int32_t sc16[16], const int8_t *x, int32_t sumi[8])
-{
-    for (int l = 0; l < 8; l++)
-        sumi[l] = 0;
-    for (int r = 0; r < 8; r++)
-        for (int l = 0; l < 8; l++) {
-            const int k = 32 * r + 4 * l;
-            const int32_t p = q[k] * x[k] + q[k + 1] * x[k + 1] + q[k + 2] * x[k + 2] + q[k + 3] * x[k + 3];
-            sumi[l] += sc16[2 * r + l / 4] * p;
-        }
-}
-
 float pt_vdot_q2_k_scalar(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK_K == 0);
@@ -225,7 +205,7 @@ float pt_vdot_q2_k_scalar(const void *w, const void *xq, int64_t n)
         unpack_q2_k(&b[i], q);
         for (int j = 0; j < 16; j++)
             sc[j] = b[i].scales[j] & 0xF;
-        lane_sums(q, sc, x[i].qs, sumi);
+        qt_lane_sums(q, sc, x[i].qs, sumi);
         const float d = x[i].d * pt_fp16_to_f32(b[i].d), dmin = -x[i].d * pt_fp16_to_f32(b[i].dmin);
         for (int l = 0; l < 8; l++) {
             const int32_t mp = (b[i].scales[2 * l] >> 4) * x[i].bsums[2 * l] +
@@ -234,7 +214,7 @@ float pt_vdot_q2_k_scalar(const void *w, const void *xq, int64_t n)
             acc[l] = fmaf(d, (float)sumi[l], acc[l]);
         }
     }
-    return hsum8(acc);
+    return qt_hsum8(acc);
 }
 
 float pt_vdot_q3_k_scalar(const void *w, const void *xq, int64_t n)
@@ -250,12 +230,12 @@ float pt_vdot_q3_k_scalar(const void *w, const void *xq, int64_t n)
         pt_q3k_scales(b[i].scales, s8);
         for (int j = 0; j < 16; j++)
             sc[j] = s8[j];
-        lane_sums(q, sc, x[i].qs, sumi);
+        qt_lane_sums(q, sc, x[i].qs, sumi);
         const float d = x[i].d * pt_fp16_to_f32(b[i].d);
         for (int l = 0; l < 8; l++)
             acc[l] = fmaf(d, (float)sumi[l], acc[l]);
     }
-    return hsum8(acc);
+    return qt_hsum8(acc);
 }
 
 // Q4_K / Q5_K: lane sums with the 32-value block scales, and the min sum
@@ -269,7 +249,7 @@ static void sums_k4(const uint8_t scales[12], const int8_t q[QK_K], const block_
         pt_k4_scale_min(scales, j, &s[j], &m[j]);
         sc[2 * j] = sc[2 * j + 1] = s[j];
     }
-    lane_sums(q, sc, x->qs, sumi);
+    qt_lane_sums(q, sc, x->qs, sumi);
     for (int k = 0; k < 4; k++)
         mp[k] = m[2 * k] * (x->bsums[4 * k] + x->bsums[4 * k + 1]) +
                 m[2 * k + 1] * (x->bsums[4 * k + 2] + x->bsums[4 * k + 3]);
@@ -292,7 +272,7 @@ float pt_vdot_q4_k_scalar(const void *w, const void *xq, int64_t n)
         for (int l = 0; l < 8; l++)
             acc[l] = fmaf(d, (float)sumi[l], acc[l]);
     }
-    return hsum8(acc) + ((am[0] + am[2]) + (am[1] + am[3]));
+    return qt_hsum8(acc) + ((am[0] + am[2]) + (am[1] + am[3]));
 }
 
 float pt_vdot_q5_k_scalar(const void *w, const void *xq, int64_t n)
@@ -311,7 +291,7 @@ float pt_vdot_q5_k_scalar(const void *w, const void *xq, int64_t n)
         for (int l = 0; l < 8; l++)
             acc[l] = fmaf(d, (float)sumi[l], acc[l]);
     }
-    return hsum8(acc) + summs;
+    return qt_hsum8(acc) + summs;
 }
 
 float pt_vdot_q6_k_scalar(const void *w, const void *xq, int64_t n)
@@ -329,12 +309,12 @@ float pt_vdot_q6_k_scalar(const void *w, const void *xq, int64_t n)
         // ggml's lanes: (q + 32) products minus 32 * the lane's two groups' bsums
         for (int k = 0; k < QK_K; k++)
             q[k] = (int8_t)(q[k] + 32);
-        lane_sums(q, sc, x[i].qs, sumi);
+        qt_lane_sums(q, sc, x[i].qs, sumi);
         for (int l = 0; l < 8; l++)
             sumi[l] -= 32 * (sc[2 * l] * x[i].bsums[2 * l] + sc[2 * l + 1] * x[i].bsums[2 * l + 1]);
         const float d = x[i].d * pt_fp16_to_f32(b[i].d);
         for (int l = 0; l < 8; l++)
             acc[l] = fmaf(d, (float)sumi[l], acc[l]);
     }
-    return hsum8(acc);
+    return qt_hsum8(acc);
 }

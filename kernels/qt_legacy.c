@@ -5,6 +5,7 @@
 #include "kernels/qt_legacy.h"
 #include "kernels/qt_blocks.h"
 #include "kernels/kern_internal.h"
+#include "kernels/qt_lanes.h"
 
 #include <assert.h>
 #include <math.h>
@@ -248,11 +249,6 @@ void pt_deq_q5_1(const void *src, float *y, int64_t n)
 // result = ((a0+a4)+(a2+a6))+((a1+a5)+(a3+a7)) + summs (ggml's hsum_float_8)
 // d_w * d_x is a product of two fp16 values, exact in f32.
 
-static float hsum8(const float a[8])
-{
-    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-}
-
 // One block's lane sums into acc: q (32, value order) times x.
 static void lanes_fma(const int8_t q[32], const int8_t x[32], float dd, float acc[8])
 {
@@ -279,7 +275,7 @@ float pt_vdot_q4_1_scalar(const void *w, const void *xq, int64_t n)
         summs = fmaf(pt_fp16_to_f32(b[i].m), pt_fp16_to_f32(x[i].s), summs);
         lanes_fma(q, x[i].qs, pt_fp16_to_f32(b[i].d) * pt_fp16_to_f32(x[i].d), acc);
     }
-    return hsum8(acc) + summs;
+    return qt_hsum8(acc) + summs;
 }
 
 float pt_vdot_q5_0_scalar(const void *w, const void *xq, int64_t n)
@@ -296,7 +292,7 @@ float pt_vdot_q5_0_scalar(const void *w, const void *xq, int64_t n)
             q[j] = (int8_t)(u[j] - 16);
         lanes_fma(q, x[i].qs, pt_fp16_to_f32(b[i].d) * pt_fp16_to_f32(x[i].d), acc);
     }
-    return hsum8(acc);
+    return qt_hsum8(acc);
 }
 
 float pt_vdot_q5_1_scalar(const void *w, const void *xq, int64_t n)
@@ -314,5 +310,5 @@ float pt_vdot_q5_1_scalar(const void *w, const void *xq, int64_t n)
         summs = fmaf(pt_fp16_to_f32(b[i].m), pt_fp16_to_f32(x[i].s), summs);
         lanes_fma(q, x[i].qs, pt_fp16_to_f32(b[i].d) * pt_fp16_to_f32(x[i].d), acc);
     }
-    return hsum8(acc) + summs;
+    return qt_hsum8(acc) + summs;
 }
