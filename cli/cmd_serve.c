@@ -6,6 +6,7 @@
 #include "cli/cliutil.h"
 #include "cli/commands.h"
 #include "common/util.h"
+#include "server/engine.h"
 #include "server/server.h"
 
 static void usage(void)
@@ -18,7 +19,10 @@ static void usage(void)
             "      --api-key KEY     require 'Authorization: Bearer KEY'\n"
             "      --kv-dir DIR      keep conversation states on disk (survive restarts)\n"
             "      --kv-ram SIZE     RAM for kept conversation states (default 1G)\n"
-            "      --max-queue N     requests waiting beyond the running one (default 16)\n"
+            "  -np, --parallel N     sequences decoded together, one KV cache each (default 4)\n"
+            "      --prefill-chunk N prompt tokens computed between two decode steps (default 256)\n"
+            "      --max-queue N     requests waiting beyond the running ones (default 16)\n"
+
             "      --max-body SIZE   request body limit (default 8M)\n%s",
             cli_model_opts_help);
 }
@@ -66,6 +70,20 @@ int cmd_serve(int argc, char **argv)
                 cfg.kv_ram = (uint64_t)s;
             else
                 cfg.max_body = (size_t)s;
+        } else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) {
+            long q = strtol(v, &end, 10);
+            if (*end || q < 1 || q > SRV_MAX_SLOTS) {
+                fprintf(stderr, "petrel serve: bad --parallel '%s' (1..%d)\n", v, SRV_MAX_SLOTS);
+                return 2;
+            }
+            cfg.parallel = (int)q;
+        } else if (!strcmp(a, "--prefill-chunk")) {
+            long q = strtol(v, &end, 10);
+            if (*end || q < 1 || q > 1 << 20) {
+                fprintf(stderr, "petrel serve: bad --prefill-chunk '%s'\n", v);
+                return 2;
+            }
+            cfg.prefill_chunk = (int)q;
         } else if (!strcmp(a, "--max-queue")) {
             long q = strtol(v, &end, 10);
             if (*end || q < 0 || q > 100000) {
@@ -86,5 +104,6 @@ int cmd_serve(int argc, char **argv)
     cfg.model = o.model;
     cfg.mp = o.mp;
     cfg.cp = o.cp;
+    cfg.stats = o.stats;
     return srv_serve(&cfg);
 }

@@ -206,9 +206,14 @@ static int parse_body(srv_engine *e, int kind, json_object *req, srv_job *j, cha
             return 404;
         }
     }
+    // n choices run as n parallel sequences at once (they share the prompt's KV).
+    const long max_n = e->n_slots < SRV_MAX_N ? e->n_slots : SRV_MAX_N;
     long n = 1;
-    if ((rc = get_int(req, "n", 1, 1, &n, msg, msglen, param)))
+    if ((rc = get_int(req, "n", 1, SRV_MAX_N, &n, msg, msglen, param)))
         return rc;
+    if (n > max_n)
+        return BAD("n", "'n' is %ld: this server runs at most %ld sequences at once (--parallel)", n, max_n);
+    j->n = (int)n;
     long max_tokens = kind == SRV_CHAT ? 1 << 30 : 16;
     if ((rc = get_int(req, "max_tokens", 1, 1 << 30, &max_tokens, msg, msglen, param)) ||
         (rc = get_int(req, "max_completion_tokens", 1, 1 << 30, &max_tokens, msg, msglen, param)))
@@ -389,13 +394,13 @@ static json_object *completion_logprobs(json_object *entries)
     return o;
 }
 
-json_object *srv_chunk(const srv_job *j, const char *text, size_t len, bool role, json_object *lp,
+json_object *srv_chunk(const srv_job *j, int index, const char *text, size_t len, bool role, json_object *lp,
                        const char *finish)
 {
     const bool chat = j->kind == SRV_CHAT;
     json_object *o = head(j, chat ? "chat.completion.chunk" : "text_completion");
     json_object *ch = json_object_new_object();
-    json_object_object_add(ch, "index", json_object_new_int(0));
+    json_object_object_add(ch, "index", json_object_new_int(index));
     json_object *lpo = NULL;
     if (lp) {
         json_object *arr = json_object_new_array();
@@ -426,12 +431,17 @@ json_object *srv_chunk(const srv_job *j, const char *text, size_t len, bool role
     return o;
 }
 
+// Completion tokens are summed over the n choices (as OpenAI does); the
+// prompt counts once.
 static json_object *usage(const srv_job *j)
 {
+    int gen = 0;
+    for (int i = 0; i < j->n; i++)
+        gen += srv_job_cresult(j, i)->n_gen;
     json_object *u = json_object_new_object();
     json_object_object_add(u, "prompt_tokens", json_object_new_int(j->gp.n_prompt));
-    json_object_object_add(u, "completion_tokens", json_object_new_int(j->res.n_gen));
-    json_object_object_add(u, "total_tokens", json_object_new_int(j->gp.n_prompt + j->res.n_gen));
+    json_object_object_add(u, "completion_tokens", json_object_new_int(gen));
+    json_object_object_add(u, "total_tokens", json_object_new_int(j->gp.n_prompt + gen));
     json_object *d = json_object_new_object();
     json_object_object_add(d, "cached_tokens", json_object_new_int(j->res.n_cached));
     json_object_object_add(u, "prompt_tokens_details", d);
@@ -459,41 +469,50 @@ json_object *srv_usage_chunk(const srv_job *j)
     return o;
 }
 
-json_object *srv_response(const srv_job *j)
+// Choice i of a finished job: its text (message for chat), logprobs,
+// finish reason and (return_token_ids) ids.
+static json_object *choice(const srv_job *j, int i)
 {
     const bool chat = j->kind == SRV_CHAT;
-    json_object *o = head(j, chat ? "chat.completion" : "text_completion");
+    const srv_gen_result *r = srv_job_cresult(j, i);
     json_object *ch = json_object_new_object();
-    json_object_object_add(ch, "index", json_object_new_int(0));
-    const char *text = j->res.text ? j->res.text : "";
+    json_object_object_add(ch, "index", json_object_new_int(i));
+    const char *text = r->text ? r->text : "";
     if (chat) {
         json_object *m = json_object_new_object();
         json_object_object_add(m, "role", json_object_new_string("assistant"));
-        json_object_object_add(m, "content", json_object_new_string_len(text, (int)j->res.text_len));
+        json_object_object_add(m, "content", json_object_new_string_len(text, (int)r->text_len));
         json_object_object_add(m, "refusal", NULL);
         json_object_object_add(ch, "message", m);
     } else {
-        json_object_object_add(ch, "text", json_object_new_string_len(text, (int)j->res.text_len));
+        json_object_object_add(ch, "text", json_object_new_string_len(text, (int)r->text_len));
     }
     json_object *lpo = NULL;
-    if (j->lp) {
+    if (j->lp[i]) {
         if (chat) {
             lpo = json_object_new_object();
-            json_object_object_add(lpo, "content", json_object_get(j->lp));
+            json_object_object_add(lpo, "content", json_object_get(j->lp[i]));
         } else {
-            lpo = completion_logprobs(j->lp);
+            lpo = completion_logprobs(j->lp[i]);
         }
     }
     json_object_object_add(ch, "logprobs", lpo);
-    json_object_object_add(ch, "finish_reason", json_object_new_string(j->res.finish ? j->res.finish : "stop"));
+    json_object_object_add(ch, "finish_reason", json_object_new_string(r->finish ? r->finish : "stop"));
     if (j->return_ids) {
         json_object *ids = json_object_new_array();
-        for (int i = 0; i < j->res.n_gen; i++)
-            json_object_array_add(ids, json_object_new_int(j->res.ids[i]));
+        for (int k = 0; k < r->n_gen; k++)
+            json_object_array_add(ids, json_object_new_int(r->ids[k]));
         json_object_object_add(ch, "token_ids", ids);
     }
+    return ch;
+}
+
+json_object *srv_response(const srv_job *j)
+{
+    json_object *o = head(j, j->kind == SRV_CHAT ? "chat.completion" : "text_completion");
     json_object *arr = json_object_new_array();
-    json_object_array_add(arr, ch);
+    for (int i = 0; i < j->n; i++)
+        json_object_array_add(arr, choice(j, i));
     json_object_object_add(o, "choices", arr);
     json_object_object_add(o, "usage", usage(j));
     json_object_object_add(o, "timings", timings(j));

@@ -18,13 +18,14 @@ int srv_parse_request(srv_engine *e, int kind, const char *body, size_t len, srv
 
 // {"error": {"message", "type", "param", "code"}}
 json_object *srv_error_json(int status, const char *msg, const char *param);
-// One streaming chunk: text (len bytes, may be empty), the role delta on the
-// first chat chunk, a logprobs entry (borrowed) or NULL, a finish reason or NULL.
-json_object *srv_chunk(const srv_job *j, const char *text, size_t len, bool role, json_object *lp,
+// One streaming chunk of choice `index`: text (len bytes, may be empty), the
+// role delta on the choice's first chat chunk, a logprobs entry (borrowed)
+// or NULL, a finish reason or NULL.
+json_object *srv_chunk(const srv_job *j, int index, const char *text, size_t len, bool role, json_object *lp,
                        const char *finish);
 // The usage-only final chunk of a stream (stream_options.include_usage).
 json_object *srv_usage_chunk(const srv_job *j);
-// The complete non-streaming response of a finished job.
+// The complete non-streaming response of a finished job (all n choices).
 json_object *srv_response(const srv_job *j);
 
 #endif

@@ -16,9 +16,15 @@
 
 #define SRV_MAX_STOP 16
 
+#define SRV_PREFILL_CHUNK 256 // prompt tokens per prefill call by default
+#define SRV_MAX_SLOTS 64      // --parallel limit
+
 typedef struct srv_engine {
     petrel_model *m;
-    petrel_context *c;
+    petrel_context *c;     // slot 0 (the only one of `petrel chat`)
+    petrel_context *slots[SRV_MAX_SLOTS]; // (n_slots) one context (KV cache) per parallel sequence; slots[0] == c
+    int n_slots;
+    petrel_context_params cp; // what every slot's context is made with
     pt_tokenizer *tok;     // NULL when the model has no usable tokenizer
     srv_kvstore *kv;       // kept states, or NULL (live context only)
     petrel_token eos[16];  // (n_eos) end-of-generation ids
@@ -59,6 +65,13 @@ typedef bool (*srv_piece_fn)(void *user, const char *text, size_t len, petrel_to
 srv_engine *srv_engine_open(const char *model, const petrel_model_params *mp, const petrel_context_params *cp,
                             const char *kv_dir, uint64_t kv_ram, char *err, size_t errlen);
 void srv_engine_close(srv_engine *e);
+// Grows the engine to n slots (contexts made with the open's parameters),
+// for the server's parallel sequences. 0, or -1 + err (out of memory: the
+// slots made so far stay).
+int srv_engine_set_slots(srv_engine *e, int n, char *err, size_t errlen);
+// Bytes of one routed expert of block il (gate + up + down slices); 0 for
+// a dense block.
+uint64_t srv_engine_expert_bytes(const srv_engine *e, int il);
 
 // Renders OpenAI-style messages through the model's chat template and
 // tokenizes the result. tools (a JSON array or NULL) is passed to the
@@ -68,7 +81,7 @@ int srv_render_chat(srv_engine *e, json_object *messages, json_object *tools, pe
 // Encodes plain text (special tokens parsed, no BOS added). -1 + err.
 int srv_encode(srv_engine *e, const char *text, petrel_token **ids, char *err, size_t errlen);
 
-// Generates for p: reuses the longest kept prefix, prefills the rest,
+// Generates for p on slot 0 alone (server/seq.h drives the steps): reuses the longest kept prefix, prefills the rest,
 // samples up to max_tokens, stops at EOS or a stop string, calls piece for
 // each final text piece, and keeps the resulting state in e->kv. *cancel is
 // polled between steps. Returns 0 (r filled; r->finish says why it ended),

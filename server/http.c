@@ -338,7 +338,12 @@ int srv_serve(const srv_config *cfg)
     }
     if (!h.e->tok)
         fprintf(stderr, "petrel serve: no usable tokenizer in the model: token-id prompts only\n");
-    h.w = srv_worker_start(h.e, cfg->max_queue);
+    h.w = srv_worker_start(h.e, cfg, err, sizeof err);
+    if (!h.w) {
+        fprintf(stderr, "petrel serve: %s\n", err);
+        srv_engine_close(h.e);
+        return 1;
+    }
 
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
@@ -370,8 +375,9 @@ int srv_serve(const srv_config *cfg)
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     int port = di ? di->port : cfg->port;
-    fprintf(stderr, "petrel serve: %s on http://%s:%d%s (queue %d, kv-dir %s)\n", h.e->model_id, cfg->host, port,
-            cfg->api_key ? " (API key required)" : "", cfg->max_queue, cfg->kv_dir ? cfg->kv_dir : "none");
+    fprintf(stderr, "petrel serve: %s on http://%s:%d%s (parallel %d, prefill chunk %d, queue %d, kv-dir %s)\n",
+            h.e->model_id, cfg->host, port, cfg->api_key ? " (API key required)" : "", h.w->n_slots, h.w->chunk,
+            cfg->max_queue, cfg->kv_dir ? cfg->kv_dir : "none");
     if (cfg->port_file) {
         char buf[32];
         int n = snprintf(buf, sizeof buf, "%d\n", port);

@@ -16,6 +16,7 @@ srv_job *srv_job_new(void)
     pthread_cond_init(&j->cv, &ca);
     pthread_condattr_destroy(&ca);
     j->refs = 1;
+    j->n = 1;
     j->gp.top_logprobs = -1;
     atomic_init(&j->cancel, false);
     return j;
@@ -35,8 +36,11 @@ void srv_job_unref(srv_job *j)
         free(j->stop[i]);
     free(j->out);
     srv_gen_result_free(&j->res);
-    if (j->lp)
-        json_object_put(j->lp);
+    for (int i = 0; i < SRV_MAX_N - 1; i++)
+        srv_gen_result_free(&j->more[i]);
+    for (int i = 0; i < SRV_MAX_N; i++)
+        if (j->lp[i])
+            json_object_put(j->lp[i]);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     free(j);

@@ -13,12 +13,14 @@
 #include "server/engine.h"
 
 enum { SRV_CHAT = 1, SRV_COMPLETION = 2 };
+#define SRV_MAX_N 16 // choices per request (OpenAI `n`), each a parallel sequence
 enum { SRV_QUEUED = 0, SRV_RUNNING = 1, SRV_DONE = 2 };
 
 typedef struct srv_job {
     // request
     int kind;                   // SRV_CHAT / SRV_COMPLETION
     srv_gen_params gp;          // prompt points at `prompt`, stop at `stop`
+    int n;                      // choices (OpenAI `n`, 1..SRV_MAX_N): sequences sharing the prompt's KV
     petrel_token *prompt;       // (gp.n_prompt) owned
     char *stop[SRV_MAX_STOP];   // (gp.n_stop) owned
     bool stream, include_usage, return_ids;
@@ -36,12 +38,18 @@ typedef struct srv_job {
     // result (valid once DONE)
     int rc;                     // 0, or -1 with res.err (engine) / 503 shutdown
     int http_status;            // non-zero: fail with this status (e.g. 503)
-    srv_gen_result res;
-    json_object *lp;            // (array) logprobs content entries, non-streaming
+    srv_gen_result res;         // choice 0
+    srv_gen_result more[SRV_MAX_N - 1]; // (n - 1) choices 1..n-1
+    json_object *lp[SRV_MAX_N]; // (n) per choice: array of logprobs content entries, non-streaming
+    // generation thread only
+    int n_live;                 // choices still holding a slot
     struct srv_job *next;       // queue link
 } srv_job;
 
 srv_job *srv_job_new(void);
+// Result of choice i (0 <= i < j->n).
+static inline srv_gen_result *srv_job_result(srv_job *j, int i) { return i ? &j->more[i - 1] : &j->res; }
+static inline const srv_gen_result *srv_job_cresult(const srv_job *j, int i) { return i ? &j->more[i - 1] : &j->res; }
 // Drops one reference; frees at zero. Thread-safe.
 void srv_job_unref(srv_job *j);
 // Appends bytes to the SSE channel and wakes the reader (caller holds no lock).

@@ -18,8 +18,11 @@ typedef struct srv_config {
     const char *api_key;        // NULL = no authentication
     const char *kv_dir;         // kept conversation states on disk, or NULL
     uint64_t kv_ram;            // RAM budget for kept states
-    int max_queue;              // waiting requests beyond the running one
+    int max_queue;              // waiting requests beyond the running ones
     size_t max_body;            // request body limit in bytes
+    int parallel;               // sequences decoded together (slots, one context each); 0 = 4
+    int prefill_chunk;          // prompt tokens per prefill chunk between decode steps; 0 = 256
+    bool stats;                 // print batching and engine statistics at shutdown
 } srv_config;
 
 // Runs until SIGINT / SIGTERM; returns the process exit code.

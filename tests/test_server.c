@@ -182,7 +182,7 @@ Test(server, errors_have_openai_shape)
 Test(server, full_queue_429_and_disconnect_cancels)
 {
     char *model = tu_tiny_model("q8_0");
-    st_server s = st_start(model, "--max-queue 1 -c 8192");
+    st_server s = st_start(model, "--max-queue 1 --parallel 1 -c 8192");
     // A long streaming generation (8000 tokens: several seconds even on an
     // idle machine) whose client leaves after 2.5 s holds the
     // engine while 8 short requests arrive: one waits in the queue, the
