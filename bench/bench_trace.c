@@ -24,6 +24,9 @@
 //                  uses, fixed from the start: the ceiling of frequency-based
 //                  policies (it knows the future's counts, not its order)
 //   belady         Belady's optimal replacement (furthest next use) per layer
+//   belady-step    the same choice, but a token's experts in a layer are
+//                  resident together (never evicted for each other), as
+//                  the engine needs them: the bound for the engine's model
 // A "use" is one routed expert of one token in one layer (lines 'A').
 // Also printed: the token-to-token repeat rate (share of a token's experts
 // in a layer that the previous token of the same window used there too),
@@ -138,7 +141,14 @@ typedef struct lcache {
     int guard_pos;      // position the guard window belongs to
 } lcache;
 
-enum { POL_LRU, POL_LFU };
+// POL_BELADY_STEP: Belady's choice (the furthest next use; freq holds each
+// expert's next use) under the engine's constraint that a token's experts
+// are resident together: the experts of the step being served are never
+// the victim. Classic Belady (run_belady) may evict an expert of the same
+// token right after its use, which no engine that reads a token's experts
+// before computing them can do; at a capacity of top-k slots that alone
+// is worth a lot.
+enum { POL_LRU, POL_LFU, POL_BELADY_STEP };
 
 static int find(const lcache *c, int e)
 {
@@ -172,7 +182,10 @@ static void insert(lcache *c, int e, uint64_t clock, int pol)
                 continue;
             }
             bool better;
-            if (pol == POL_LFU)
+            if (pol == POL_BELADY_STEP)
+                better = c->freq[c->ids[j]] > c->freq[c->ids[i]] ||
+                         (c->freq[c->ids[j]] == c->freq[c->ids[i]] && c->last[j] < c->last[i]);
+            else if (pol == POL_LFU)
                 better = c->freq[c->ids[j]] < c->freq[c->ids[i]] ||
                          (c->freq[c->ids[j]] == c->freq[c->ids[i]] && c->last[j] < c->last[i]);
             else
@@ -229,9 +242,27 @@ static double run_policy(const trace *t, int cap, const uint8_t *pinned, int pol
 {
     sim s;
     sim_init(&s, t, cap, pinned);
+    uint64_t *next = NULL; // (n, 16) POL_BELADY_STEP: trace index of each use's next use in its layer
+    if (pol == POL_BELADY_STEP) {
+        next = malloc(sizeof(uint64_t) * 16 * (size_t)t->n);
+        uint64_t *seen = malloc(sizeof(uint64_t) * (size_t)t->n_blocks * (size_t)t->n_expert);
+        for (size_t x = 0; x < (size_t)t->n_blocks * (size_t)t->n_expert; x++)
+            seen[x] = UINT64_MAX; // never again
+        for (int i = t->n - 1; i >= 0; i--)
+            if (t->s[i].kind == 'A')
+                for (int k = 0; k < t->s[i].n; k++) {
+                    uint64_t *sx = &seen[(size_t)t->s[i].layer * t->n_expert + t->s[i].ids[k]];
+                    next[(size_t)i * 16 + k] = *sx;
+                    *sx = (uint64_t)i;
+                }
+        free(seen);
+    }
     for (int i = 0; i < t->n; i++) {
         const step *st = &t->s[i];
         lcache *c = &s.l[st->layer];
+        if (next && st->kind == 'A')
+            for (int k = 0; k < st->n; k++)
+                c->freq[st->ids[k]] = next[(size_t)i * 16 + k];
         if (st->kind == 'P' || c->guard_pos != st->pos) { // a new step of this layer
             c->guard = s.clock + 1;
             c->guard_pos = st->pos;
@@ -252,13 +283,14 @@ static double run_policy(const trace *t, int cap, const uint8_t *pinned, int pol
                     continue;
                 const bool counted = st->pos >= count_from;
                 s.uses += counted;
-                c->freq[e]++;
+                c->freq[e] += pol != POL_BELADY_STEP;
                 s.hits += counted && hit;
                 if (!c->pinned[e])
                     insert(c, e, ++s.clock, pol);
             }
     }
     double r = s.uses ? (double)s.hits / (double)s.uses : 0;
+    free(next);
     sim_free(&s, t);
     return r;
 }
@@ -780,6 +812,7 @@ int main(int argc, char **argv)
     double hotlfu = run_policy(&t, (int)lru_cap, pinned, POL_LFU, false);
     double hotlfupf = run_policy(&t, (int)lru_cap, pinned, POL_LFU, true);
     double bel = run_belady(&t, (int)slots);
+    double bels = run_policy(&t, (int)slots, NULL, POL_BELADY_STEP, false);
     double so = run_static_oracle(&t, (int)slots);
     pstats pc, pcp, pw = {0}, pwp = {0};
     if (run_petrel(&t, used_layer, slots, NULL, false, &pc) < 0 || run_petrel(&t, used_layer, slots, NULL, true, &pcp) < 0)
@@ -816,6 +849,7 @@ int main(int argc, char **argv)
     }
     ROW("static-oracle", so);
     ROW("belady", bel);
+    ROW("belady-step", bels);
     const pstats *pp = prior ? &pwp : &pcp; // the engine's default run: prefetch on
     const double wasted_frac = pp->prefetch_reads ? (double)pp->wasted / (double)pp->prefetch_reads : 0;
     const double wasted_mb_tok = tokens ? (double)pp->wasted * (double)t.slot_bytes / 1e6 / tokens : 0;
@@ -833,9 +867,10 @@ int main(int argc, char **argv)
            slots, lru, lfu, hot, pf, hotpf, hotlfu, hotlfupf, so, bel, RATE(pc), RATE(pcp));
     if (prior)
         printf(" petrel_warm=%.4f petrel_warm_pf=%.4f", RATE(pw), RATE(pwp));
-    printf(" petrel_vs_belady=%.4f repeat=%.4f recall=%.4f recall_read=%.4f prefetch_wasted_frac=%.4f "
+    printf(" belady_step=%.4f petrel_vs_belady=%.4f petrel_vs_belady_step=%.4f repeat=%.4f recall=%.4f recall_read=%.4f prefetch_wasted_frac=%.4f "
            "prefetch_wasted_mb_per_tok=%.4f\n",
-           bel > 0 ? (prior ? RATE(pw) : RATE(pc)) / bel : 0, loc.repeat, loc.recall, loc.recall_read, wasted_frac,
+           bels, bel > 0 ? (prior ? RATE(pw) : RATE(pc)) / bel : 0, bels > 0 ? (prior ? RATE(pw) : RATE(pc)) / bels : 0,
+           loc.repeat, loc.recall, loc.recall_read, wasted_frac,
            wasted_mb_tok);
     free(prior);
     free(pinned);

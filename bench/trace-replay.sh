@@ -17,7 +17,7 @@
 # counts are the "earlier session" usage file of Petrel's warm runs. Replays
 # at 12.5%, 25% and 50% of the routed experts and prints one line:
 #   RESULT tokens=… repeat=… recall=… recall_read=… prefetch_wasted_frac=… prefetch_wasted_mb_per_tok=…
-#          and per capacity C in 12 25 50: lru_C= lfu_C= static_C= belady_C= petrel_cold_C= petrel_warm_C=
+#          and per capacity C in 12 25 50: lru_C= lfu_C= static_C= belady_C= belady_step_C= petrel_cold_C= petrel_warm_C=
 #          petrel_warm_pf_C= ratio_cold_C= ratio_warm_C= (Petrel's policy without prefetch / Belady)
 #          ratio_min= (the smallest ratio over capacities and cold/warm)
 # BUILD: build directory (default build-stream).
@@ -65,6 +65,7 @@ for c in 12 25 50; do
     rc=$(awk -v a="$(get "$r" petrel_cold)" -v b="$bel" 'BEGIN { printf "%.4f", b > 0 ? a / b : 0 }')
     rw=$(awk -v a="$(get "$r" petrel_warm)" -v b="$bel" 'BEGIN { printf "%.4f", b > 0 ? a / b : 0 }')
     result+=" lru_$c=$(get "$r" lru) lfu_$c=$(get "$r" lfu) static_$c=$(get "$r" static_oracle) belady_$c=$bel"
+    result+=" belady_step_$c=$(get "$r" belady_step)"
     result+=" petrel_cold_$c=$(get "$r" petrel_cold) petrel_warm_$c=$(get "$r" petrel_warm)"
     result+=" petrel_warm_pf_$c=$(get "$r" petrel_warm_pf) ratio_cold_$c=$rc ratio_warm_$c=$rw"
     ratio_min=$(awk -v m="$ratio_min" -v a="$rc" -v b="$rw" 'BEGIN { m = a < m ? a : m; m = b < m ? b : m; print m }')

@@ -6,6 +6,7 @@
 //   LRU:    m h h m m(evicts 0) h h m                       -> 4/8
 //   LFU:    m h h m m(evicts 1: 1 use vs 3) m(evicts 2) m(evicts 1) h -> 3/8
 //   Belady: as LRU here (at the 2, 0's next use is furthest) -> 4/8
+//   Belady with a token's experts resident together: the same (top-1) -> 4/8
 //   static: {0, 1} (4 and 2 uses; 1 before 2 on the tie)    -> 6/8
 //   petrel cold = LFU (no usage file)                       -> 3/8
 //   petrel cold + prefetch of "2 at position 4" and "1 at 7": the first
@@ -60,6 +61,7 @@ Test(trace_replay, hand_trace)
     cr_assert_float_eq(field(out, "lru"), 0.5, 1e-9, "%s", out);
     cr_assert_float_eq(field(out, "lfu"), 0.375, 1e-9, "%s", out);
     cr_assert_float_eq(field(out, "belady"), 0.5, 1e-9, "%s", out);
+    cr_assert_float_eq(field(out, "belady_step"), 0.5, 1e-9, "%s", out);
     cr_assert_float_eq(field(out, "static_oracle"), 0.75, 1e-9, "%s", out);
     cr_assert_float_eq(field(out, "petrel_cold"), 0.375, 1e-9, "%s", out);
     cr_assert_float_eq(field(out, "petrel_cold_pf"), 0.5, 1e-9, "%s", out);
