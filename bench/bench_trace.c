@@ -44,6 +44,8 @@
 //   --hot-frac F share of the capacity pinned in hot+lru (default 0.5)
 //   --heat-trace TRACE2  prior heat from another trace's uses (what the
 //                usage file holds after that session)
+//   --halflife H the petrel replay's half-life of expert uses in tokens
+//                (default: the engine's, PT_EC_HALFLIFE; 0 = plain counts)
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -237,6 +239,7 @@ static void sim_free(sim *s, const trace *t)
 
 // Replays the trace; prefetch: apply 'P' lines (inserts without a use).
 static int count_from;
+static double halflife = PT_EC_HALFLIFE; // the petrel replay's (--halflife)
 
 static double run_policy(const trace *t, int cap, const uint8_t *pinned, int pol, bool prefetch)
 {
@@ -572,7 +575,7 @@ static int run_petrel(const trace *t, const uint8_t *used_layer, long slots, con
     if (rd) {
         pt_ecache_cfg cfg = {.reader = rd, .path = path, .n_layers = t->n_blocks, .layers = src,
                              .budget_bytes = budget, .hot = hot, .n_hot = n_hot, .heat = heat,
-                             .heat_stride = t->n_expert};
+                             .heat_stride = t->n_expert, .halflife = halflife, .n_used = t->n_used};
         ec = pt_ecache_new(&cfg, &err);
     }
     o->n_hot = n_hot;
@@ -723,11 +726,13 @@ int main(int argc, char **argv)
             heat_trace = argv[++i];
         else if (!strcmp(argv[i], "--count-from") && i + 1 < argc)
             count_from = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--halflife") && i + 1 < argc)
+            halflife = atof(argv[++i]);
         else if (!path && argv[i][0] != '-')
             path = argv[i];
         else {
             fprintf(stderr, "usage: bench_trace TRACE (--slots N | --bytes B | --frac F) [--hot-frac F] [--usage FILE] "
-                            "[--heat-trace TRACE2] [--count-from POS]\n");
+                            "[--heat-trace TRACE2] [--count-from POS] [--halflife H]\n");
             return 2;
         }
     }

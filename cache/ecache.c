@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -36,6 +37,10 @@ typedef struct layer_cache {
     int *where;             // (n_expert,) slot index of expert or -1
     bool *is_hot;           // (n_expert,) expert belongs to the hot-store
     uint64_t *freq;         // (n_expert,) demand uses (prior heat + this session)
+    double *score;          // (n_expert,) decayed uses (halflife > 0), as of stamp
+    uint64_t *stamp;        // (n_expert,) the layer's use count when score was last brought up to date
+    uint64_t uses;          // demand uses of this layer so far (the decay's clock)
+    double decay;           // log2 of the decay per use: -1 / (halflife * n_used)
     pt_ecache_layer_stats st;
 } layer_cache;
 
@@ -46,6 +51,7 @@ struct pt_ecache {
     layer_cache *layers;    // (n_layers,)
     bool slot_mode;
     bool lru_only;          // plain LRU victims (else least used, then least recent)
+    bool decayed;           // uses count with an exponential decay (cfg halflife > 0)
     uint64_t budget;        // LRU slot bytes allowed (budget mode)
     uint64_t lru_bytes;     // LRU slot bytes allocated
     uint64_t hot_bytes;     // hot slot bytes allocated
@@ -239,6 +245,7 @@ pt_ecache *pt_ecache_new(const pt_ecache_cfg *cfg, pt_err *err)
     c->n_layers = cfg->n_layers;
     c->slot_mode = cfg->slots_per_layer > 0;
     c->lru_only = cfg->lru_only;
+    c->decayed = !cfg->lru_only && cfg->halflife > 0;
     c->budget = cfg->budget_bytes;
     c->layers = calloc((size_t)cfg->n_layers, sizeof *c->layers);
     if (!c->layers)
@@ -272,8 +279,24 @@ pt_ecache *pt_ecache_new(const pt_ecache_cfg *cfg, pt_err *err)
         L->where = malloc(sizeof(int) * (size_t)L->src.n_expert);
         L->is_hot = calloc((size_t)L->src.n_expert, sizeof(bool));
         L->freq = calloc((size_t)L->src.n_expert, sizeof(uint64_t));
-        if (!L->slots || !L->where || !L->is_hot || !L->freq)
+        L->score = calloc((size_t)L->src.n_expert, sizeof(double));
+        L->stamp = calloc((size_t)L->src.n_expert, sizeof(uint64_t));
+        if (!L->slots || !L->where || !L->is_hot || !L->freq || !L->score || !L->stamp)
             goto oom;
+        if (c->decayed) {
+            // Prior heat as the score an expert of that share of the uses
+            // settles at (share * n_used uses per token, summed over the
+            // decay: share * n_used * halflife / ln 2 per token of half-life).
+            const double per = cfg->halflife * (cfg->n_used > 0 ? cfg->n_used : 1);
+            L->decay = -1.0 / per;
+            double tot = 0;
+            if (cfg->heat)
+                for (int e = 0; e < L->src.n_expert; e++)
+                    tot += (double)cfg->heat[(size_t)il * (size_t)cfg->heat_stride + (size_t)e];
+            for (int e = 0; e < L->src.n_expert && tot > 0; e++)
+                L->score[e] = (double)cfg->heat[(size_t)il * (size_t)cfg->heat_stride + (size_t)e] / tot *
+                              (cfg->n_used > 0 ? cfg->n_used : 1) * per / 0.6931471805599453;
+        }
         if (cfg->heat)
             for (int e = 0; e < L->src.n_expert; e++)
                 L->freq[e] = cfg->heat[(size_t)il * (size_t)cfg->heat_stride + (size_t)e];
@@ -335,6 +358,8 @@ void pt_ecache_free(pt_ecache *c)
         free(L->where);
         free(L->is_hot);
         free(L->freq);
+        free(L->score);
+        free(L->stamp);
     }
     free(c->layers);
     free(c->path);
@@ -353,12 +378,24 @@ void pt_ecache_free(pt_ecache *c)
 
 static bool evictable(const slot *s) { return s->state == S_READY && s->pins == 0 && !s->hot; }
 
+// Expert e's decayed use count now.
+static double score_now(const layer_cache *L, int e)
+{
+    return L->score[e] * exp2(L->decay * (double)(L->uses - L->stamp[e]));
+}
+
 // Whether slot a is a better victim than slot b: the least used expert
 // (routing heat), the least recently used among equals; plain LRU in
 // lru_only mode. A prefetched expert not used yet counts as used once less.
+// With a half-life, uses count less the older they are (recency and
+// frequency together: a long half-life is LFU, a short one LRU).
 static bool worse(const pt_ecache *c, const layer_cache *L, const slot *a, const slot *b)
 {
-    if (!c->lru_only) {
+    if (c->decayed) {
+        const double sa = score_now(L, a->expert) + !a->prefetched, sb = score_now(L, b->expert) + !b->prefetched;
+        if (sa != sb)
+            return sa < sb;
+    } else if (!c->lru_only) {
         uint64_t fa = L->freq[a->expert] + !a->prefetched, fb = L->freq[b->expert] + !b->prefetched;
         if (fa != fb)
             return fa < fb;
@@ -522,8 +559,14 @@ int pt_ecache_request(pt_ecache *c, int il, int e, int kind, pt_err *err)
     assert(il >= 0 && il < c->n_layers);
     layer_cache *L = &c->layers[il];
     assert(e >= 0 && e < L->src.n_expert);
-    if (kind == PT_EC_DEMAND)
+    if (kind == PT_EC_DEMAND) {
         L->freq[e]++;
+        if (c->decayed) {
+            L->uses++;
+            L->score[e] = score_now(L, e) + 1;
+            L->stamp[e] = L->uses;
+        }
+    }
     int si = L->where[e];
     if (si >= 0) {
         slot *s = &L->slots[si];

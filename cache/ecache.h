@@ -63,6 +63,9 @@ typedef struct pt_ecache_cfg {
     const uint64_t *heat;              // (n_layers, heat_stride) prior use counts (usage file), or NULL
     int heat_stride;
     bool lru_only;                     // plain LRU eviction (else frequency-aware, see above)
+    double halflife;                   // > 0: uses decay by half every halflife tokens of
+                                       // the layer (recency + frequency); 0: plain counts
+    int n_used;                        // experts per token (the decay's unit; 0 = 1)
 } pt_ecache_cfg;
 
 // Per-layer counters (one "use" = one distinct expert of one batch).
@@ -89,6 +92,10 @@ enum {
     PT_EC_NOROOM = 2,  // absent, and no slot can be freed now
 };
 enum { PT_EC_DEMAND = 0, PT_EC_PREFETCH = 1, PT_EC_RETRY = 2 };
+
+// The engine's half-life of expert uses, in tokens (engine/stream.c; the
+// cache-policy replay bench/bench_trace.c uses the same).
+#define PT_EC_HALFLIFE 0.0
 
 typedef struct pt_ecache pt_ecache;
 

@@ -225,6 +225,7 @@ int pt_stream_init(petrel_context *c, pt_err *err)
         .reader = st->reader, .path = m->path, .n_layers = nb, .layers = m->exp_src,
         .slots_per_layer = P->experts_per_layer, .budget_bytes = st->expert_budget, .hot = hot, .n_hot = n_hot,
         .heat = have_heat ? st->heat_old : NULL, .heat_stride = st->n_expert_max, .lru_only = P->cache_lru,
+        .halflife = PT_EC_HALFLIFE, .n_used = (int)hp->n_expert_used,
     };
     c->ecache = pt_ecache_new(&ec, err);
     free(hot);
