@@ -9,6 +9,7 @@
 
 #include <assert.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,19 +119,28 @@ const char *pt_kernel_path_name(void) { return pt_kern_current()->name; }
 // ---- activation scratch -----------------------------------------------------
 
 // Scratch owned by the calling thread, grown on demand and never shrunk, so
-// the decode loop does not allocate after its first token.
+// the decode loop does not allocate after its first token. It is also held
+// under a pthread key whose destructor frees it when the thread exits
+// (server workers, and the OpenMP teams they start, come and go; without
+// it every exited thread leaked its buffer).
 static _Thread_local void *t_scratch;
 static _Thread_local size_t t_scratch_cap;
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_key_make(void) { pthread_key_create(&scratch_key, free); }
 
 static void *scratch(size_t bytes)
 {
     if (bytes > t_scratch_cap) {
+        pthread_once(&scratch_once, scratch_key_make);
         free(t_scratch);
         size_t cap = (bytes + 4095) & ~(size_t)4095;
         t_scratch = aligned_alloc(64, cap);
         assert(t_scratch);
         memset(t_scratch, 0, cap); // fault the pages in now
         t_scratch_cap = cap;
+        pthread_setspecific(scratch_key, t_scratch);
     }
     return t_scratch;
 }
@@ -140,6 +150,8 @@ void pt_matmul_scratch_free(void)
     free(t_scratch);
     t_scratch = NULL;
     t_scratch_cap = 0;
+    pthread_once(&scratch_once, scratch_key_make);
+    pthread_setspecific(scratch_key, NULL);
 }
 
 // ---- tiling and threading ------------------------------------------------

@@ -405,8 +405,11 @@ int synth_run(const synth_opts *o, synth_stats *stats, pt_err *err)
     if (!rc && !o->quiet)
         pt_progress_end(&c.prog, "shards done");
     double t_shards = pt_now() - t0;
-    if (!rc)
-        rc = write_text(o->out_dir, "config.json", synth_config_json(&p), err);
+    if (!rc) {
+        char *cfg = synth_config_json(&p);
+        rc = write_text(o->out_dir, "config.json", cfg, err);
+        free(cfg);
+    }
     if (!rc)
         rc = synth_write_tokenizer(o->out_dir, p.vocab, p.max_pos, err);
     char *idx = rc ? NULL : synth_index_json(&pl);
