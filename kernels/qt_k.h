@@ -18,8 +18,10 @@ float pt_vdot_q2_k_avx2(const void *w, const void *xq, int64_t n);
 #endif
 #if defined(__x86_64__)
 float pt_vdot_q2_k_avx512(const void *w, const void *xq, int64_t n);
+void pt_vdot4_q2_k_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out);
 #else
 #define pt_vdot_q2_k_avx512 NULL
+#define pt_vdot4_q2_k_avx512 NULL
 #endif
 void pt_deq_q3_k(const void *src, float *y, int64_t n);
 float pt_vdot_q3_k_scalar(const void *w, const void *xq, int64_t n);
@@ -68,8 +70,10 @@ float pt_vdot_q6_k_avx2(const void *w, const void *xq, int64_t n);
 #endif
 #if defined(__x86_64__)
 float pt_vdot_q6_k_avx512(const void *w, const void *xq, int64_t n);
+void pt_vdot4_q6_k_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out);
 #else
 #define pt_vdot_q6_k_avx512 NULL
+#define pt_vdot4_q6_k_avx512 NULL
 #endif
 
 #endif

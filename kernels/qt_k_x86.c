@@ -529,27 +529,79 @@ TGT5 float pt_vdot_q5_k_avx512(const void *w, const void *xq, int64_t n)
 
 // 16-value-block types: the register of values 64p .. 64p + 63 holds
 // blocks 4p .. 4p + 3, one per 128-bit lane.
-TGT5I sb_sums sums_q2_k_512(const pt_blk_q2_k *b, const block_q8_K *x)
+// Q2_K's weight side of a super-block (unpacked once for any number of
+// activation rows): the four registers of 2-bit quants, their int16 scale
+// vectors, and the 4-bit mins as int16.
+typedef struct {
+    __m512i q[4];  // values 64k .. 64k + 63 (k = 2h + s: half h, shifts 4s, 4s + 2)
+    __m512i sc[4];
+    __m256i mins;  // (16,) int16
+} q2k_w512;
+
+TGT5I q2k_w512 q2k_unpack_512(const pt_blk_q2_k *b)
 {
     const __m512i m3 = _mm512_set1_epi8(3);
-    __m128i sc8;
-    const __m256i mprod = q2k_mins(b, x, &sc8);
-    const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sc8));
-    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    const __m128i sm = _mm_loadu_si128((const __m128i *)b->scales);
+    const __m128i m4 = _mm_set1_epi8(0xF);
+    q2k_w512 u;
+    u.mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), m4));
+    const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(sm, m4)));
     #pragma GCC unroll 4
     for (int h = 0; h < 2; h++) {
         // half h: shifts 0 / 2 give values 128h + 0..63, shifts 4 / 6 the rest
-        const __m512i q0 = _mm512_and_si512(bcast_shift(b->qs + 32 * h, CNT_0_2), m3);
-        const __m512i q1 = _mm512_and_si512(bcast_shift(b->qs + 32 * h, CNT_4_6), m3);
-        s0 = dot_sc_512(s0, q0, x->qs + 128 * h, _mm512_permutexvar_epi16(sc_index(8 * h, 8), sc));
-        s1 = dot_sc_512(s1, q1, x->qs + 128 * h + 64, _mm512_permutexvar_epi16(sc_index(8 * h + 4, 8), sc));
+        u.q[2 * h] = _mm512_and_si512(bcast_shift(b->qs + 32 * h, CNT_0_2), m3);
+        u.q[2 * h + 1] = _mm512_and_si512(bcast_shift(b->qs + 32 * h, CNT_4_6), m3);
+        u.sc[2 * h] = _mm512_permutexvar_epi16(sc_index(8 * h, 8), sc);
+        u.sc[2 * h + 1] = _mm512_permutexvar_epi16(sc_index(8 * h + 4, 8), sc);
+    }
+    return u;
+}
+
+TGT5I sb_sums q2k_sums_x_512(const q2k_w512 *u, const block_q8_K *x)
+{
+    const __m256i mprod = _mm256_madd_epi16(u->mins, _mm256_loadu_si256((const __m256i *)x->bsums));
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    #pragma GCC unroll 4
+    for (int h = 0; h < 2; h++) {
+        s0 = dot_sc_512(s0, u->q[2 * h], x->qs + 128 * h, u->sc[2 * h]);
+        s1 = dot_sc_512(s1, u->q[2 * h + 1], x->qs + 128 * h + 64, u->sc[2 * h + 1]);
     }
     return (sb_sums){fold512(s0, s1), mprod};
+}
+
+TGT5I sb_sums sums_q2_k_512(const pt_blk_q2_k *b, const block_q8_K *x)
+{
+    const q2k_w512 u = q2k_unpack_512(b);
+    return q2k_sums_x_512(&u, x);
 }
 
 TGT5 float pt_vdot_q2_k_avx512(const void *w, const void *xq, int64_t n)
 {
     K_ROW_LOOP(pt_blk_q2_k, sums_q2_k_512, 1, dmin)
+}
+
+// One Q2_K row times 4 activation rows (see pt_vdot4_q4_k_avx512).
+TGT5 void pt_vdot4_q2_k_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_q2_k *b = w;
+    __m256 acc[4];
+    for (int j = 0; j < 4; j++)
+        acc[j] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const q2k_w512 u = q2k_unpack_512(&b[i]);
+        const float dw = h2f(b[i].d), dmw = h2f(b[i].dmin);
+        #pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const block_q8_K *x = (const block_q8_K *)((const char *)xq + j * ldx) + i;
+            const sb_sums sm = q2k_sums_x_512(&u, x);
+            const float d = x->d * dw, dmin = -x->d * dmw;
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(sm.ms), acc[j]);
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sm.is), acc[j]);
+        }
+    }
+    for (int j = 0; j < 4; j++)
+        out[j] = hsum8_ps(acc[j]);
 }
 
 TGT5I sb_sums sums_q3_k_512(const pt_blk_q3_k *b, const block_q8_K *x)
@@ -583,14 +635,20 @@ TGT5 float pt_vdot_q3_k_avx512(const void *w, const void *xq, int64_t n)
 // Q6_K: per half h, ql[64h .. 64h + 63] in one register: its low nibbles
 // are values 128h + 0..63 in order, its high nibbles values 128h + 64..127;
 // the qh bits (shifts 0 / 2 and 4 / 6) join them at bit 4.
-TGT5I sb_sums sums_q6_k_512(const pt_blk_q6_k *b, const block_q8_K *x)
+// Q6_K's weight side of a super-block: the four registers of 6-bit quants
+// (q + 32, 0..63), their int16 scale vectors, the signed scales as int16.
+typedef struct {
+    __m512i q[4];  // values 64k .. 64k + 63
+    __m512i sc[4];
+    __m256i s16;   // (16,) int16 scales
+} q6k_w512;
+
+TGT5I q6k_w512 q6k_unpack_512(const pt_blk_q6_k *b)
 {
     const __m512i m4 = _mm512_set1_epi8(0xF), m30 = _mm512_set1_epi8(0x30);
-    const __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
-    const __m256i s16 = _mm256_cvtepi8_epi16(s8);
-    const __m256i off = _mm256_madd_epi16(s16, _mm256_loadu_si256((const __m256i *)x->bsums));
-    const __m512i sc = _mm512_castsi256_si512(s16);
-    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    q6k_w512 u;
+    u.s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    const __m512i sc = _mm512_castsi256_si512(u.s16);
     #pragma GCC unroll 4
     for (int h = 0; h < 2; h++) {
         const __m512i l = _mm512_loadu_si512(b->ql + 64 * h);
@@ -599,17 +657,57 @@ TGT5I sb_sums sums_q6_k_512(const pt_blk_q6_k *b, const block_q8_K *x)
         const __m512i hl = _mm512_sllv_epi16(hb, cnt_vec(CNT_4_2));
         const __m512i hh = _mm512_srlv_epi16(hb, cnt_vec(CNT_0_2));
         // nibble | (high & 0x30) in one vpternlog (0xF8: a | (b & c))
-        const __m512i q0 = _mm512_ternarylogic_epi32(_mm512_and_si512(l, m4), hl, m30, 0xF8);
-        const __m512i q1 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), hh, m30, 0xF8);
-        s0 = dot_sc_512(s0, q0, x->qs + 128 * h, _mm512_permutexvar_epi16(sc_index(8 * h, 8), sc));
-        s1 = dot_sc_512(s1, q1, x->qs + 128 * h + 64, _mm512_permutexvar_epi16(sc_index(8 * h + 4, 8), sc));
+        u.q[2 * h] = _mm512_ternarylogic_epi32(_mm512_and_si512(l, m4), hl, m30, 0xF8);
+        u.q[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), hh, m30, 0xF8);
+        u.sc[2 * h] = _mm512_permutexvar_epi16(sc_index(8 * h, 8), sc);
+        u.sc[2 * h + 1] = _mm512_permutexvar_epi16(sc_index(8 * h + 4, 8), sc);
+    }
+    return u;
+}
+
+TGT5I sb_sums q6k_sums_x_512(const q6k_w512 *u, const block_q8_K *x)
+{
+    const __m256i off = _mm256_madd_epi16(u->s16, _mm256_loadu_si256((const __m256i *)x->bsums));
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    #pragma GCC unroll 4
+    for (int h = 0; h < 2; h++) {
+        s0 = dot_sc_512(s0, u->q[2 * h], x->qs + 128 * h, u->sc[2 * h]);
+        s1 = dot_sc_512(s1, u->q[2 * h + 1], x->qs + 128 * h + 64, u->sc[2 * h + 1]);
     }
     return (sb_sums){_mm256_sub_epi32(fold512(s0, s1), _mm256_slli_epi32(off, 5)), _mm256_setzero_si256()};
+}
+
+TGT5I sb_sums sums_q6_k_512(const pt_blk_q6_k *b, const block_q8_K *x)
+{
+    const q6k_w512 u = q6k_unpack_512(b);
+    return q6k_sums_x_512(&u, x);
 }
 
 TGT5 float pt_vdot_q6_k_avx512(const void *w, const void *xq, int64_t n)
 {
     K_ROW_LOOP(pt_blk_q6_k, sums_q6_k_512, 0, d)
+}
+
+// One Q6_K row times 4 activation rows (see pt_vdot4_q4_k_avx512).
+TGT5 void pt_vdot4_q6_k_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_q6_k *b = w;
+    __m256 acc[4];
+    for (int j = 0; j < 4; j++)
+        acc[j] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const q6k_w512 u = q6k_unpack_512(&b[i]);
+        const float dw = h2f(b[i].d);
+        #pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const block_q8_K *x = (const block_q8_K *)((const char *)xq + j * ldx) + i;
+            const sb_sums sm = q6k_sums_x_512(&u, x);
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(sm.is), acc[j]);
+        }
+    }
+    for (int j = 0; j < 4; j++)
+        out[j] = hsum8_ps(acc[j]);
 }
 
 #endif
