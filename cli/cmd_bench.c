@@ -12,12 +12,13 @@
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: petrel bench -m MODEL [-p N] [-n N] [-r REPS] [--spec]\n"
+            "usage: petrel bench -m MODEL [-p N] [-n N] [-r REPS] [--spec] [--spec-mode MODE]\n"
             "  -p N      prompt tokens for the prefill test (default 128; 0 skips it)\n"
             "  -n N      tokens for the generation test (default 32; 0 skips it)\n"
             "  -r REPS   repetitions, the figures are averaged (default 2)\n"
             "  -w N      warm-up repetitions first, not counted (default 0): fills the expert cache\n"
-            "  --spec    generation with MTP speculative decoding\n"
+            "  --spec    generation with MTP speculative decoding (adaptive)\n"
+            "  --spec-mode MODE  adaptive | always | off (implies --spec)\n"
             "Token ids are synthetic (deterministic); the numbers are speed only.\n%s",
             cli_model_opts_help);
 }
@@ -52,7 +53,7 @@ int cmd_bench(int argc, char **argv)
 {
     cli_model_opts o;
     cli_model_opts_init(&o);
-    int n_prompt = 128, n_gen = 32, reps = 2, spec = 0, warm = 0;
+    int n_prompt = 128, n_gen = 32, reps = 2, spec = 0, warm = 0, spec_mode = PETREL_SPEC_ADAPTIVE;
     for (int i = 1; i < argc;) {
         int r = cli_model_opt(&o, argc, argv, &i);
         if (r < 0)
@@ -74,6 +75,14 @@ int cmd_bench(int argc, char **argv)
         } else if (!strcmp(argv[i], "--spec")) {
             spec = 1;
             i++;
+        } else if (!strcmp(argv[i], "--spec-mode") && i + 1 < argc) {
+            spec_mode = petrel_spec_mode_parse(argv[i + 1]);
+            if (spec_mode < 0) {
+                fprintf(stderr, "petrel bench: --spec-mode '%s': expected adaptive, always or off\n", argv[i + 1]);
+                return 2;
+            }
+            spec = 1;
+            i += 2;
         } else {
             usage();
             return 2;
@@ -125,7 +134,8 @@ int cmd_bench(int argc, char **argv)
             fill_ids(&first, 1, nv, 1000u + (uint32_t)(rep + warm));
             petrel_kv_truncate(c, 0);
             petrel_reset_stats(c);
-            petrel_gen_params gp = {.n_predict = n_gen, .ignore_eos = true, .speculative = spec};
+            petrel_gen_params gp = {.n_predict = n_gen, .ignore_eos = true, .speculative = spec,
+                                    .spec_mode = spec_mode};
             petrel_gen_result res;
             if (petrel_generate(c, &first, 1, &gp, NULL, NULL, &res) < 0)
                 goto fail;
@@ -139,7 +149,8 @@ int cmd_bench(int argc, char **argv)
         printf("| pp%d | %.2f | %.1f%% | %.2f | %.2f |\n", n_prompt, pp.tok_s / reps, 100 * pp.hit / reps,
                pp.mb_per_tok / reps, pp.io_wait_s / reps);
     if (n_gen > 0)
-        printf("| tg%d%s | %.2f | %.1f%% | %.2f | %.2f |\n", n_gen, spec ? " (spec)" : "", tg.tok_s / reps,
+        printf("| tg%d%s%s%s | %.2f | %.1f%% | %.2f | %.2f |\n", n_gen, spec ? " (spec " : "",
+               spec ? petrel_spec_mode_name(spec_mode) : "", spec ? ")" : "", tg.tok_s / reps,
                100 * tg.hit / reps, tg.mb_per_tok / reps, tg.io_wait_s / reps);
     printf("resident memory %.1f MB (peak %.1f MB)\n", (double)pt_rss_bytes() / 1e6, (double)pt_peak_rss_bytes() / 1e6);
     cli_print_stream_stats(&o, c);

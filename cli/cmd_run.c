@@ -18,7 +18,9 @@ static void usage(void)
             "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --frequency-penalty F\n"
             "  --presence-penalty P --seed S   sampling (default greedy)\n"
             "  --ignore-eos         do not stop at end-of-sequence tokens\n"
-            "  --spec               MTP speculative decoding (same output, fewer steps)\n%s",
+            "  --spec               MTP speculative decoding (same output); adaptive: verifies drafts\n"
+            "                       only while that is measured to be faster\n"
+            "  --spec-mode MODE     adaptive (default with --spec) | always | off; implies --spec\n%s",
             cli_model_opts_help);
 }
 
@@ -74,7 +76,7 @@ int cmd_run(int argc, char **argv)
     cli_model_opts_init(&o);
     petrel_sampler_params sp = petrel_sampler_default_params();
     const char *ids_s = NULL, *prompt = NULL;
-    int n_gen = 32, print_ids = 0, ignore_eos = 0, spec = 0;
+    int n_gen = 32, print_ids = 0, ignore_eos = 0, spec = 0, spec_mode = PETREL_SPEC_ADAPTIVE;
     for (int i = 1; i < argc;) {
         int r = cli_model_opt(&o, argc, argv, &i);
         if (r < 0)
@@ -96,6 +98,14 @@ int cmd_run(int argc, char **argv)
         } else if (!strcmp(argv[i], "--spec")) {
             spec = 1;
             i++;
+        } else if (!strcmp(argv[i], "--spec-mode") && i + 1 < argc) {
+            spec_mode = petrel_spec_mode_parse(argv[i + 1]);
+            if (spec_mode < 0) {
+                fprintf(stderr, "petrel run: --spec-mode '%s': expected adaptive, always or off\n", argv[i + 1]);
+                return 2;
+            }
+            spec = 1;
+            i += 2;
         } else if (!strcmp(argv[i], "--ignore-eos")) {
             ignore_eos = 1;
             i++;
@@ -150,7 +160,8 @@ int cmd_run(int argc, char **argv)
     }
     petrel_sampler *smp = sp.temperature > 0 ? petrel_sampler_new(&sp, petrel_model_n_vocab(m)) : NULL;
     run_out ro = {.tx = tx, .print_ids = print_ids || !tx};
-    petrel_gen_params gp = {.n_predict = n_gen, .speculative = spec, .ignore_eos = ignore_eos, .sampler = smp};
+    petrel_gen_params gp = {.n_predict = n_gen, .speculative = spec, .spec_mode = spec_mode, .ignore_eos = ignore_eos,
+                            .sampler = smp};
     petrel_gen_result res = {0};
     if (tx && !print_ids)
         cli_text_stream_begin(tx);
@@ -164,7 +175,8 @@ int cmd_run(int argc, char **argv)
     fprintf(stderr, "\nTTFT: %.1f ms, %d prompt tokens, %d generated%s\n", res.ttft_s * 1e3, n, res.n_generated,
             res.stopped_eos ? " (end of sequence)" : "");
     if (spec)
-        fprintf(stderr, "speculative (MTP): %d drafts, %d accepted (%.1f%%)\n", res.n_drafted, res.n_accepted,
+        fprintf(stderr, "speculative (MTP, %s): %d drafts verified, %d accepted (%.1f%%)\n",
+                petrel_spec_mode_name(spec_mode), res.n_drafted, res.n_accepted,
                 res.n_drafted ? 100.0 * res.n_accepted / res.n_drafted : 0.0);
     petrel_print_stats(c, stderr);
     cli_print_stream_stats(&o, c);

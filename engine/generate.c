@@ -3,6 +3,8 @@
 //
 // Speculation here is exact-match verification: the MTP block drafts the
 // token after next; the next step decodes [current, draft] as one batch.
+// With PETREL_SPEC_ADAPTIVE (the default) engine/spec_policy.h decides step
+// by step whether a verification or a plain step comes next.
 // The main model's logits for both positions are bit-identical to what two
 // single steps give (the engine's batch invariance), the sampler consumes
 // them position by position, and the draft is kept only if the sampled
@@ -12,6 +14,8 @@
 
 #include "common/util.h"
 #include "engine/context.h"
+#include "engine/spec_mtp.h"
+#include "engine/spec_policy.h"
 
 typedef struct gen_state {
     petrel_context *c;
@@ -62,23 +66,6 @@ static int emit(gen_state *g, petrel_token t)
     return g->res->n_generated >= g->gp->n_predict;
 }
 
-// Draft for the position after `next`: from the external drafter, or from
-// the MTP block on the last batch's entry bi and the token that follows it.
-static int draft_after(gen_state *g, int bi, petrel_token next, petrel_token *draft)
-{
-    petrel_context *c = g->c;
-    if (g->gp->draft_fn) {
-        *draft = g->gp->draft_fn(g->gp->draft_user, g->hist, g->nh, (int32_t)g->nh);
-        if (*draft < 0 || (uint32_t)*draft >= c->model->hp.n_vocab)
-            *draft = 0;
-        return 0;
-    }
-    if (petrel_decode_mtp(c, &bi, &next, 1) < 0)
-        return -1;
-    *draft = argmax(petrel_get_mtp_logits(c, 0), (int)c->model->hp.n_vocab);
-    return 0;
-}
-
 // Common prefix of the KV cache and the prompt that can be kept: at least
 // one prompt token is always recomputed (its logits start generation), and
 // with speculation one more (the MTP block needs that hidden state).
@@ -97,6 +84,61 @@ static int reusable_prefix(const petrel_context *c, const petrel_token *prompt, 
     return L < 0 ? 0 : L;
 }
 
+// Expert bytes read and expert uses (distinct experts per batch) so far.
+static void expert_counts(const petrel_context *c, double *bytes, double *uses)
+{
+    pt_ecache_stats es;
+    pt_ecache_get_stats(c->ecache, &es);
+    *bytes = (double)es.bytes_read;
+    *uses = (double)(es.hits + es.misses);
+}
+
+// The draft for the position after the pending token: from the external
+// drafter, or the MTP block over the queued rows. Timed and counted with
+// the policy (a draft belongs to the cost of the verification it serves).
+static int make_draft(gen_state *g, pt_mtp_queue *q, pt_spec_policy *pol, petrel_token *draft)
+{
+    petrel_context *c = g->c;
+    double b0, u0, b1, u1, t = pt_now();
+    expert_counts(c, &b0, &u0);
+    if (g->gp->draft_fn) {
+        *draft = g->gp->draft_fn(g->gp->draft_user, g->hist, g->nh, (int32_t)g->nh);
+        if (*draft < 0 || (uint32_t)*draft >= c->model->hp.n_vocab)
+            *draft = 0;
+        t = pt_now() - t;
+    } else if (pt_mtp_draft(c, q, draft, &t) < 0) {
+        return -1;
+    }
+    expert_counts(c, &b1, &u1);
+    pt_spec_note_draft(pol, t, b1 - b0);
+    return 0;
+}
+
+// Copies the policy's counts and estimates into the context's statistics
+// (printed by --stats).
+static void policy_stats(petrel_context *c, const pt_spec_policy *p)
+{
+    petrel_stats *s = &c->st;
+    s->spec_used = true;
+    s->spec_mode = p->mode;
+    s->spec_plain_steps += p->n_plain;
+    s->spec_verify_steps += p->n_verify;
+    s->spec_accepted += p->n_accepted;
+    s->spec_probes += p->n_probe;
+    s->spec_probe_hits += p->n_probe_hit;
+    s->spec_switches += p->n_switch;
+    s->spec_acceptance = pt_spec_acceptance(p);
+    s->spec_t_plain_s = p->t_plain;
+    s->spec_t_verify_s = p->t_verify;
+    s->spec_t_draft_s = p->t_draft;
+    s->spec_bytes_plain = p->b_plain;
+    s->spec_bytes_verify = p->b_verify + p->b_draft;
+    s->spec_uses_plain = p->u_plain;
+    s->spec_uses_verify = p->u_verify;
+    s->spec_gain = p->gain;
+    s->spec_on = p->on;
+}
+
 int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt, const petrel_gen_params *gp,
                     petrel_token_fn on_token, void *user, petrel_gen_result *res)
 {
@@ -109,7 +151,10 @@ int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt,
     if ((uint32_t)(n_prompt + gp->n_predict + 1) > c->n_ctx)
         return pt_errf(&c->err, "prompt (%d) + generation (%d) exceeds the context length %u", n_prompt,
                        gp->n_predict, c->n_ctx);
-    const bool spec = gp->speculative && (gp->draft_fn || c->model->hp.n_nextn > 0);
+    const int mode = gp->spec_mode;
+    if (mode != PETREL_SPEC_ADAPTIVE && mode != PETREL_SPEC_ALWAYS && mode != PETREL_SPEC_OFF)
+        return pt_errf(&c->err, "petrel_generate: spec_mode %d is not a PETREL_SPEC_* value", mode);
+    const bool spec = gp->speculative && mode != PETREL_SPEC_OFF && (gp->draft_fn || c->model->hp.n_nextn > 0);
     const bool use_mtp = spec && !gp->draft_fn;
     gen_state g = {.c = c, .gp = gp, .fn = on_token, .user = user, .res = res, .t0 = pt_now()};
     g.hist = malloc(sizeof(petrel_token) * (size_t)(n_prompt + gp->n_predict + 2));
@@ -121,89 +166,108 @@ int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt,
     res->n_prompt = n_prompt;
 
     int rc = -1;
-    int *rows = NULL; // (n_batch) 0, 1, 2, ...: the batch rows the MTP prefill reads
-    if (use_mtp) {
-        rows = malloc(sizeof(int) * c->n_batch);
-        if (!rows) {
-            free(g.hist);
-            return pt_errf(&c->err, "out of memory");
-        }
-        for (int i = 0; i < (int)c->n_batch; i++)
-            rows[i] = i;
-    }
+    pt_spec_policy pol;
+    pt_spec_policy_init(&pol, spec ? mode : PETREL_SPEC_OFF);
+    pt_mtp_queue q = {0};
     int start = gp->reuse_prefix ? reusable_prefix(c, prompt, n_prompt, use_mtp) : 0;
     petrel_kv_truncate(c, start);
     res->n_prefilled = n_prompt - start;
+    if (use_mtp && pt_mtp_queue_init(&q, c) < 0) {
+        free(g.hist);
+        return -1;
+    }
 
-    // Prefill; with speculation also fill the MTP cache for every prompt
-    // position whose next token is known.
+    // Prefill; with speculation also queue the MTP input of every prompt
+    // position whose next token is known (their KV entries are written
+    // when the queue fills or a draft is made: engine/spec_mtp.h).
     for (int done = start; done < n_prompt;) {
         int k = n_prompt - done < (int)c->n_batch ? n_prompt - done : (int)c->n_batch;
         if (petrel_decode(c, prompt + done, NULL, k, PETREL_LOGITS_LAST) < 0)
             goto out;
         if (use_mtp) {
             int m = done + k < n_prompt ? k : k - 1;
-            if (m > 0 && petrel_decode_mtp(c, rows, prompt + done + 1, m) < 0)
-                goto out;
+            for (int i = 0; i < m; i++)
+                if (pt_mtp_push(c, &q, i, prompt[done + i + 1]) < 0)
+                    goto out;
         }
         done += k;
     }
 
-    const int nv = (int)c->model->hp.n_vocab;
     petrel_token cur = pick(&g, petrel_get_logits(c, c->last_n - 1));
     if (emit(&g, cur)) {
         rc = 0;
         goto out;
     }
-    petrel_token draft = -1;
-    if (spec && draft_after(&g, c->last_n - 1, cur, &draft) < 0)
+    if (use_mtp && pt_mtp_push(c, &q, c->last_n - 1, cur) < 0)
         goto out;
+    // Each step decodes the pending token cur at position n_past, as a plain
+    // step or verified together with a draft for n_past + 1; the policy
+    // picks which (engine/spec_policy.h). Either way the tokens are those of
+    // plain decoding.
     for (;;) {
-        if (!spec) {
+        int kind = pt_spec_next(&pol);
+        const bool room = (uint32_t)(c->n_past + 2) <= c->n_ctx;
+        if (kind == PT_STEP_VERIFY && (!room || res->n_generated + 1 >= gp->n_predict))
+            kind = PT_STEP_PLAIN; // no room for the draft, or only one token still wanted
+        petrel_token draft = -1;
+        if (kind != PT_STEP_PLAIN && make_draft(&g, &q, &pol, &draft) < 0)
+            goto out;
+        double b0, u0, b1, u1, t = pt_now();
+        expert_counts(c, &b0, &u0);
+        if (kind != PT_STEP_VERIFY) {
             if (petrel_decode(c, &cur, NULL, 1, PETREL_LOGITS_LAST) < 0)
                 goto out;
-            cur = pick(&g, petrel_get_logits(c, 0));
-            if (emit(&g, cur))
+            t = pt_now() - t;
+            expert_counts(c, &b1, &u1);
+            pt_spec_note_plain(&pol, t, b1 - b0, u1 - u0);
+            petrel_token y = pick(&g, petrel_get_logits(c, 0));
+            if (kind == PT_STEP_PLAIN_PROBE)
+                pt_spec_note_outcome(&pol, y == draft, true);
+            if (emit(&g, y))
                 break;
+            if (use_mtp && pt_mtp_push(c, &q, 0, y) < 0)
+                goto out;
+            cur = y;
             continue;
         }
         // Verify [cur, draft] in one batch.
         petrel_token pair[2] = {cur, draft};
-        const bool room = (uint32_t)(c->n_past + 2) <= c->n_ctx;
-        if (petrel_decode(c, pair, NULL, room ? 2 : 1, PETREL_LOGITS_ALL) < 0)
+        if (petrel_decode(c, pair, NULL, 2, PETREL_LOGITS_ALL) < 0)
             goto out;
-        res->n_drafted += room;
+        t = pt_now() - t;
+        expert_counts(c, &b1, &u1);
+        pt_spec_note_verify(&pol, t, b1 - b0, u1 - u0);
+        res->n_drafted++;
         petrel_token y0 = pick(&g, petrel_get_logits(c, 0));
+        pt_spec_note_outcome(&pol, y0 == draft, false);
         if (emit(&g, y0))
             break;
-        if (room && y0 == draft) {
+        if (y0 == draft) {
             res->n_accepted++;
             petrel_token y1 = pick(&g, petrel_get_logits(c, 1));
             if (emit(&g, y1))
                 break;
-            if (use_mtp) {
-                int bi[2] = {0, 1};
-                petrel_token nx[2] = {draft, y1};
-                if (petrel_decode_mtp(c, bi, nx, 2) < 0)
-                    goto out;
-                draft = argmax(petrel_get_mtp_logits(c, 1), nv);
-            } else if (draft_after(&g, 1, y1, &draft) < 0) {
+            if (use_mtp && (pt_mtp_push(c, &q, 0, draft) < 0 || pt_mtp_push(c, &q, 1, y1) < 0))
                 goto out;
-            }
             cur = y1;
         } else {
             // Rejected: position n+1 (the draft) is dropped by the next decode.
-            if (room)
-                petrel_kv_truncate(c, c->n_past - 1);
-            if (draft_after(&g, 0, y0, &draft) < 0)
+            petrel_kv_truncate(c, c->n_past - 1);
+            if (use_mtp && pt_mtp_push(c, &q, 0, y0) < 0)
                 goto out;
             cur = y0;
         }
     }
     rc = 0;
 out:
+    // Leave the MTP cache covering what is known, so that a later call
+    // with reuse_prefix keeps the prefix (reusable_prefix).
+    if (rc == 0 && use_mtp && pt_mtp_fill(c, &q) < 0)
+        rc = -1;
     res->t_total_s = pt_now() - g.t0;
-    free(rows);
+    if (spec)
+        policy_stats(c, &pol);
+    pt_mtp_queue_free(&q);
     free(g.hist);
     return rc;
 }

@@ -4,6 +4,7 @@
 
 #include "common/util.h"
 #include "engine/context.h"
+#include "engine/spec_policy.h"
 #include "engine/stream.h"
 
 void petrel_get_stats(const petrel_context *c, petrel_stats *out)
@@ -71,6 +72,7 @@ void petrel_print_stats(const petrel_context *c, void *file)
     fprintf(f, "memory: resident %.1f MB (peak %.1f MB): trunk %.1f MB, expert cache %.1f MB, KV cache %.1f MB\n",
             (double)s.rss_bytes / 1e6, (double)s.peak_rss_bytes / 1e6, (double)s.trunk_bytes / 1e6,
             (double)s.expert_cache_bytes / 1e6, (double)s.kv_bytes / 1e6);
+    pt_spec_print_stats(&s, f); // engine/spec_stats.c
     if (s.prefill_chunks)
         fprintf(f, "prefill: %llu chunks (largest %llu tokens), %.1f experts visited per chunk, %.2f tokens per "
                    "expert visit\n",

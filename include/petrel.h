@@ -233,6 +233,26 @@ typedef struct petrel_stats {
     double t_routed_s;             // routed experts' products (waits on reads excluded)
     double t_combine_s, t_dense_s; // combining expert outputs; dense FFN blocks
     double t_head_s;               // final norm and output head
+    // Speculative decoding (petrel_generate with speculative; engine/spec_policy.h),
+    // summed over the calls since the last reset; the estimates are the last call's.
+    bool spec_used;                // a speculative generation ran
+    bool spec_on;                  // the adaptive policy's regime at the end: verifying drafts
+    int spec_mode;                 // PETREL_SPEC_* of the last call
+    uint64_t spec_plain_steps;     // one-token steps
+    uint64_t spec_verify_steps;    // two-token verifications of a draft
+    uint64_t spec_accepted;        // ... whose draft was right
+    uint64_t spec_probes;          // drafts made only to sample acceptance (not verified)
+    uint64_t spec_probe_hits;      // ... that were right
+    uint64_t spec_switches;        // adaptive regime changes
+    double spec_acceptance;        // acceptance estimate (decayed window)
+    double spec_t_plain_s;         // seconds per plain step (moving average)
+    double spec_t_verify_s;        // seconds per verification, without its draft
+    double spec_t_draft_s;         // seconds per draft
+    double spec_bytes_plain;       // expert bytes read per plain step
+    double spec_bytes_verify;      // ... per verification and its draft
+    double spec_uses_plain;        // distinct experts computed per plain step
+    double spec_uses_verify;       // ... per verification
+    double spec_gain;              // expected speed-up of verifying, last decision (adaptive)
 } petrel_stats;
 
 // Per-layer expert statistics (MoE blocks; layer n_layer is the MTP block).
@@ -260,10 +280,18 @@ void petrel_print_stats(const petrel_context *c, void *file /* FILE* */);
 
 // ---- generation ---------------------------------------------------------------
 
+// Speculation modes (petrel_gen_params.spec_mode); names as the CLI's --spec-mode.
+enum { PETREL_SPEC_ADAPTIVE = 0, PETREL_SPEC_ALWAYS = 1, PETREL_SPEC_OFF = 2 };
+// "adaptive" / "always" / "off" -> PETREL_SPEC_*, -1 for anything else.
+int petrel_spec_mode_parse(const char *name);
+const char *petrel_spec_mode_name(int mode);
+
 typedef struct petrel_gen_params {
     int n_predict;             // tokens to generate (> 0)
     bool speculative;          // draft one token with the MTP layer and verify it in the
                                // same batch; the output is identical either way
+    int spec_mode;             // with speculative: PETREL_SPEC_ADAPTIVE (0, default) verifies
+                               // only while it pays, _ALWAYS every step, _OFF never
     bool ignore_eos;           // do not stop at end-of-generation tokens
     bool reuse_prefix;         // keep the KV cache's common prefix with the prompt
     petrel_sampler *sampler;   // NULL = greedy

@@ -92,6 +92,7 @@ static void speculative_matches(petrel_sampler_params *sp)
     // MTP drafts.
     gp.sampler = sp ? petrel_sampler_new(sp, nv) : NULL;
     gp.speculative = true;
+    gp.spec_mode = PETREL_SPEC_ALWAYS; // verify every draft (the adaptive policy: tests/test_spec_policy.c)
     gen(m, NULL, prompt, NP, gp, &got, &res);
     expect_same(&ref, &got, "MTP speculation");
     cr_expect(res.n_drafted > 0);

@@ -1,0 +1,296 @@
+// tests/test_spec_policy.c — the adaptive speculation policy
+// (engine/spec_policy.h) and the generation loop that follows it:
+//  - the gain formula against tokens per second computed directly;
+//  - the decision function driven by a simulated machine (plain step,
+//    verification and draft costs with noise, Bernoulli acceptance p):
+//    over a grid of costs and p the adaptive policy's time per token is
+//    within 5% of the better of always / never speculating, each simulated
+//    on the same machine;
+//  - on the tiny fixture: greedy and sampled tokens are identical with
+//    speculation off, always and adaptive (MTP drafts and external drafts
+//    right with probability 0, 1/2, 1), and the MTP KV cache that the
+//    adaptive loop writes through its queue (engine/spec_mtp.h: KV-only rows)
+//    equals bit for bit the one that verifying every step writes.
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/context.h"
+#include "engine/spec_policy.h"
+#include "petrel.h"
+#include "tests/testutil.h"
+
+// ---- the policy on synthetic inputs -----------------------------------------
+
+Test(spec_policy, gain_is_tokens_per_second_ratio)
+{
+    const double acc[] = {0, 0.3, 0.5, 0.9, 1};
+    const double tv[] = {1.0, 1.5, 1.9, 2.5};
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 4; j++) {
+            const double tp = 0.01, td = 0.002;
+            double spec_tps = (1 + acc[i]) / ((tv[j] * tp) + td); // tokens per second verifying
+            double plain_tps = 1 / tp;
+            double want = spec_tps / plain_tps - 1;
+            double got = pt_spec_gain(acc[i], tp, tv[j] * tp, td);
+            cr_expect(fabs(got - want) < 1e-12, "acc %.2f ratio %.2f: gain %f, want %f", acc[i], tv[j], got, want);
+        }
+    cr_expect(pt_spec_gain(0.5, 1, 1.5, 0) == 0.0); // break-even: 1.5 tokens for 1.5 steps
+}
+
+Test(spec_policy, fixed_modes)
+{
+    pt_spec_policy p;
+    pt_spec_policy_init(&p, PETREL_SPEC_ALWAYS);
+    for (int i = 0; i < 50; i++) {
+        cr_assert_eq(pt_spec_next(&p), PT_STEP_VERIFY);
+        pt_spec_note_verify(&p, 3.0, 0, 0);
+        pt_spec_note_outcome(&p, false, false);
+    }
+    pt_spec_policy_init(&p, PETREL_SPEC_OFF);
+    for (int i = 0; i < 50; i++) {
+        cr_assert_eq(pt_spec_next(&p), PT_STEP_PLAIN);
+        pt_spec_note_plain(&p, 1.0, 0, 0);
+    }
+}
+
+typedef struct machine {
+    double r;       // verification cost / plain step cost
+    double d;       // draft cost / plain step cost
+    double p;       // probability that a draft is right
+    uint64_t rng;
+} machine;
+
+static double unif(machine *m)
+{
+    m->rng = m->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(m->rng >> 11) / 9007199254740992.0;
+}
+
+// Costs with +-20% noise, as measured on a loaded machine.
+static double noisy(machine *m, double t) { return t * (0.8 + 0.4 * unif(m)); }
+
+// Simulated seconds per token over n tokens under a policy mode; *verifs
+// gets the verifications made.
+static double simulate(int mode, machine m, int n, int *verifs)
+{
+    pt_spec_policy pol;
+    pt_spec_policy_init(&pol, mode);
+    double t = 0;
+    int got = 0;
+    *verifs = 0;
+    while (got < n) {
+        int kind = pt_spec_next(&pol);
+        bool hit = false;
+        if (kind != PT_STEP_PLAIN) {
+            double td = noisy(&m, m.d) * 1e-3;
+            t += td;
+            pt_spec_note_draft(&pol, td, 0);
+            hit = unif(&m) < m.p;
+        }
+        if (kind == PT_STEP_VERIFY) {
+            double tv = noisy(&m, m.r) * 1e-3;
+            t += tv;
+            pt_spec_note_verify(&pol, tv, 0, 0);
+            pt_spec_note_outcome(&pol, hit, false);
+            got += 1 + hit;
+            (*verifs)++;
+        } else {
+            double tp = noisy(&m, 1.0) * 1e-3;
+            t += tp;
+            pt_spec_note_plain(&pol, tp, 0, 0);
+            if (kind == PT_STEP_PLAIN_PROBE)
+                pt_spec_note_outcome(&pol, hit, true);
+            got += 1;
+        }
+    }
+    return t / got;
+}
+
+Test(spec_policy, adaptive_within_5pct_of_best_fixed)
+{
+    const double rs[] = {1.05, 1.3, 1.6, 1.95};
+    const double ds[] = {0.0, 0.1, 0.3};
+    const double ps[] = {0.0, 0.25, 0.5, 0.75, 0.9, 1.0};
+    double worst = 0;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 6; k++) {
+                machine m = {.r = rs[i], .d = ds[j], .p = ps[k], .rng = 12345u + (uint64_t)(i * 100 + j * 10 + k)};
+                int va, vo, vf;
+                double ta = simulate(PETREL_SPEC_ADAPTIVE, m, 1000, &va);
+                double to = simulate(PETREL_SPEC_ALWAYS, m, 1000, &vo);
+                double tf = simulate(PETREL_SPEC_OFF, m, 1000, &vf);
+                double best = to < tf ? to : tf;
+                double loss = ta / best - 1;
+                if (loss > worst)
+                    worst = loss;
+                cr_expect(loss <= 0.05, "r %.2f d %.1f p %.2f: adaptive %.4f, always %.4f, off %.4f ms/token (%+.1f%%)",
+                          rs[i], ds[j], ps[k], ta * 1e3, to * 1e3, tf * 1e3, 100 * loss);
+                cr_expect_eq(vf, 0);
+                if (ps[k] == 0.0 && rs[i] >= 1.3) // never right and not nearly free: hardly ever verify
+                    cr_expect_leq(va, 10, "p 0, r %.2f d %.1f: %d verifications", rs[i], ds[j], va);
+            }
+    fprintf(stderr, "adaptive policy, simulated: worst loss against the better fixed mode %.2f%%\n", 100 * worst);
+}
+
+// ---- generation on the tiny fixture --------------------------------------------
+
+#define NGEN 40
+static const petrel_token prompt[] = {7, 100, 42, 311, 5, 9, 260, 77, 3, 18};
+#define NP ((int)(sizeof prompt / sizeof prompt[0]))
+
+typedef struct collect {
+    petrel_token t[256];
+    int n;
+} collect;
+
+static int on_tok(void *u, petrel_token t)
+{
+    collect *c = u;
+    c->t[c->n++] = t;
+    return 0;
+}
+
+typedef struct oracle {
+    const collect *ref; // the plain tokens
+    int p_pct;          // right with this probability (percent), by a hash of the position
+} oracle;
+
+static petrel_token oracle_draft(void *u, const petrel_token *toks, int n, int32_t pos)
+{
+    (void)toks;
+    (void)n;
+    oracle *o = u;
+    int k = pos - NP;
+    if (k < 0 || k >= o->ref->n)
+        return 0;
+    uint32_t h = (uint32_t)pos * 2654435761u;
+    bool right = (int)((h >> 16) % 100) < o->p_pct;
+    return right ? o->ref->t[k] : (o->ref->t[k] + 1) % 512;
+}
+
+static petrel_model *open_model(void)
+{
+    char *path = tu_tiny_model("q8_0");
+    char err[1024];
+    petrel_model_params mp = petrel_model_default_params();
+    mp.experts_per_layer = 3; // misses: placement must not matter
+    petrel_model *m = petrel_model_open(path, &mp, err, sizeof err);
+    cr_assert(m, "%s", err);
+    free(path);
+    return m;
+}
+
+static petrel_context *gen(petrel_model *m, petrel_gen_params gp, collect *out, petrel_gen_result *res)
+{
+    char err[1024];
+    petrel_context *c = petrel_context_new(m, NULL, err, sizeof err);
+    cr_assert(c, "%s", err);
+    memset(out, 0, sizeof *out);
+    cr_assert_eq(petrel_generate(c, prompt, NP, &gp, on_tok, out, res), 0, "%s", petrel_context_error(c));
+    return c;
+}
+
+static void expect_same(const collect *a, const collect *b, const char *what)
+{
+    cr_assert_eq(a->n, b->n, "%s: %d vs %d tokens", what, a->n, b->n);
+    for (int i = 0; i < a->n; i++)
+        cr_assert_eq(a->t[i], b->t[i], "%s: token %d differs (%d vs %d)", what, i, a->t[i], b->t[i]);
+}
+
+static void modes_match(const petrel_sampler_params *sp)
+{
+    petrel_model *m = open_model();
+    const int nv = petrel_model_n_vocab(m);
+    petrel_gen_params gp = {.n_predict = NGEN, .ignore_eos = true};
+    petrel_gen_result res;
+    collect ref, got;
+    gp.sampler = sp ? petrel_sampler_new(sp, nv) : NULL;
+    petrel_context_free(gen(m, gp, &ref, &res));
+    petrel_sampler_free(gp.sampler);
+    cr_assert_eq(ref.n, NGEN);
+
+    const int modes[] = {PETREL_SPEC_OFF, PETREL_SPEC_ALWAYS, PETREL_SPEC_ADAPTIVE};
+    const int pcts[] = {-1, 0, 50, 100}; // -1: MTP drafts
+    for (int mi = 0; mi < 3; mi++)
+        for (int pi = 0; pi < 4; pi++) {
+            oracle o = {.ref = &ref, .p_pct = pcts[pi]};
+            gp.speculative = true;
+            gp.spec_mode = modes[mi];
+            gp.draft_fn = pcts[pi] < 0 ? NULL : oracle_draft;
+            gp.draft_user = &o;
+            gp.sampler = sp ? petrel_sampler_new(sp, nv) : NULL;
+            petrel_context *c = gen(m, gp, &got, &res);
+            char what[128];
+            snprintf(what, sizeof what, "mode %s, drafts %s%d", petrel_spec_mode_name(modes[mi]),
+                     pcts[pi] < 0 ? "MTP" : "right % ", pcts[pi]);
+            expect_same(&ref, &got, what);
+            petrel_stats st;
+            petrel_get_stats(c, &st);
+            if (modes[mi] == PETREL_SPEC_OFF) {
+                cr_expect_eq(res.n_drafted, 0, "%s", what);
+            } else {
+                cr_expect(st.spec_used && st.spec_mode == modes[mi], "%s", what);
+                cr_expect_eq((int)st.spec_verify_steps, res.n_drafted, "%s", what);
+                cr_expect_eq((int)st.spec_accepted, res.n_accepted, "%s", what);
+                // Every token came from one kind of step or the other.
+                cr_expect_geq((int)(st.spec_plain_steps + st.spec_verify_steps + st.spec_accepted) + 1, NGEN,
+                              "%s", what);
+            }
+            if (modes[mi] == PETREL_SPEC_ALWAYS) {
+                cr_expect_gt(res.n_drafted, NGEN / 3, "%s", what);
+                if (pcts[pi] == 100)
+                    cr_expect_eq(res.n_accepted, res.n_drafted, "%s", what);
+                if (pcts[pi] == 0)
+                    cr_expect_eq(res.n_accepted, 0, "%s", what);
+            }
+            petrel_context_free(c);
+            petrel_sampler_free(gp.sampler);
+        }
+    petrel_model_close(m);
+}
+
+Test(spec_policy, greedy_identical_in_every_mode) { modes_match(NULL); }
+
+Test(spec_policy, sampled_identical_in_every_mode)
+{
+    petrel_sampler_params sp = petrel_sampler_default_params();
+    sp.temperature = 0.7f;
+    sp.top_k = 40;
+    sp.seed = 99;
+    modes_match(&sp);
+}
+
+// The adaptive loop writes most MTP KV entries through the queue's KV-only
+// path (the tiny model's random MTP head is rarely right, so it mostly
+// decodes plain steps); verifying every step runs the whole block on each
+// position. Both caches must be equal bit for bit.
+Test(spec_policy, mtp_cache_same_as_whole_block)
+{
+    petrel_model *m = open_model();
+    petrel_gen_params gp = {.n_predict = NGEN, .ignore_eos = true, .speculative = true};
+    petrel_gen_result ra, rb;
+    collect a, b;
+    gp.spec_mode = PETREL_SPEC_ADAPTIVE;
+    petrel_context *ca = gen(m, gp, &a, &ra);
+    gp.spec_mode = PETREL_SPEC_ALWAYS;
+    petrel_context *cb = gen(m, gp, &b, &rb);
+    expect_same(&a, &b, "adaptive vs always");
+    petrel_stats st;
+    petrel_get_stats(ca, &st);
+    cr_expect_gt(st.spec_plain_steps, 0, "the adaptive run took no plain step: nothing compared");
+    const int il = (int)ca->model->hp.n_layer; // the MTP block
+    int n = ca->mtp_len < cb->mtp_len ? ca->mtp_len : cb->mtp_len;
+    cr_expect_geq(n, NP + NGEN - 2, "MTP caches hold %d and %d positions", ca->mtp_len, cb->mtp_len);
+    cr_assert_eq(ca->kv_dim, cb->kv_dim);
+    for (int p = 0; p < n; p++)
+        cr_assert_eq(memcmp(ca->kv[il] + (size_t)p * ca->kv_dim, cb->kv[il] + (size_t)p * cb->kv_dim,
+                            sizeof(float) * ca->kv_dim),
+                     0, "MTP KV entry at position %d differs", p);
+    petrel_context_free(ca);
+    petrel_context_free(cb);
+    petrel_model_close(m);
+}
