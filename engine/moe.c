@@ -11,6 +11,9 @@
 // arrival order never changes a bit of the result.
 #include <assert.h>
 #include <omp.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/context.h"
@@ -33,6 +36,24 @@ void pt_ffn(petrel_context *c, const pt_mat *gate, const pt_mat *up, const pt_ma
                 const float *X, int B, float *Y)
 {
     ffn_with(gate, up, down, X, B, Y, c->s.ff_a, c->s.ff_b);
+}
+
+// PETREL_MOE_TEAM=off: small batches take the per-group path (comparisons).
+static bool pt_moe_team_off(void)
+{
+    static int off = -1;
+    if (off < 0) {
+        const char *e = getenv("PETREL_MOE_TEAM");
+        off = e && !strcmp(e, "off");
+    }
+    return off;
+}
+
+static inline void pt_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
 }
 
 // Progress of one distinct expert of the batch.
@@ -254,6 +275,177 @@ static int stream_experts(petrel_context *c, int il, int B, int nu)
     return 0;
 }
 
+// ---- small batches: one team of threads per block -----------------------
+//
+// For decode-sized batches the threads stay in ONE parallel region for the
+// whole block instead of one region per group of ready experts: thread 0
+// talks to the cache (reaps finished reads, retries deferred requests,
+// releases computed experts) and publishes each expert as it becomes ready
+// in a queue; every thread, thread 0 between its polls included, takes the
+// next published expert and computes it whole, single-threaded, into its
+// own rows of s->eo. Experts arriving one or two at a time thus cost no
+// parallel-region wake-up each, and the disk is polled while others
+// compute. Each expert's result is the same bits wherever and whenever it
+// is computed (kernels/matmul.h), and the combination order is fixed
+// afterwards, so this changes nothing but the time.
+
+typedef struct team {
+    const void *w[PT_PAR_EXPERT_MAX][3]; // weights of queue entry q
+    int idx[PT_PAR_EXPERT_MAX];          // queue entry -> distinct-expert index
+    _Atomic int tail;                    // entries published (thread 0 writes)
+    _Atomic int head;                    // entries claimed
+    _Atomic int8_t done[PT_PAR_EXPERT_MAX]; // queue entry computed
+    _Atomic int n_done;
+    _Atomic int stop;                    // thread 0 gave up (error): everyone leaves
+} team;
+
+// Claims and computes one published expert; false when none is waiting.
+static bool team_work(petrel_context *c, int il, int B, team *t)
+{
+    int q = atomic_load_explicit(&t->head, memory_order_relaxed);
+    for (;;) {
+        if (q >= atomic_load_explicit(&t->tail, memory_order_acquire))
+            return false;
+        if (atomic_compare_exchange_weak(&t->head, &q, q + 1))
+            break;
+    }
+    pt_stream *st = c->stream;
+    const pt_hparams *hp = &c->model->hp;
+    const size_t per = (size_t)PT_PAR_EXPERT_B * (hp->n_embd + 2 * hp->n_ff_exp) + 2 * PT_PAR_EXPERT_B;
+    float *base = st->pscratch + (size_t)omp_get_thread_num() * per;
+    expert_scratch x = {
+        .gx = base,
+        .fa = base + (size_t)PT_PAR_EXPERT_B * hp->n_embd,
+        .fb = base + (size_t)PT_PAR_EXPERT_B * (hp->n_embd + hp->n_ff_exp),
+        .gsel = (int32_t *)(base + (size_t)PT_PAR_EXPERT_B * (hp->n_embd + 2 * hp->n_ff_exp)),
+    };
+    x.gk = x.gsel + PT_PAR_EXPERT_B;
+    run_expert_with(c, il, st->uniq[t->idx[q]], t->w[q], B, &x);
+    atomic_store_explicit(&t->done[q], 1, memory_order_release);
+    atomic_fetch_add_explicit(&t->n_done, 1, memory_order_acq_rel);
+    return true;
+}
+
+// Thread 0: publishes every READY expert not yet published (its pin, taken
+// when it became ready, is kept until it is computed).
+static void team_publish(petrel_context *c, int il, int nu, team *t)
+{
+    pt_stream *st = c->stream;
+    int q = atomic_load_explicit(&t->tail, memory_order_relaxed);
+    for (int j = 0; j < nu; j++)
+        if (st->ustate[j] == U_READY) {
+            pt_ecache_pin(c->ecache, il, st->uniq[j], t->w[q]);
+            pt_ecache_release(c->ecache, il, st->uniq[j]); // (the pointers only; one pin stays)
+            t->idx[q++] = j;
+            st->ustate[j] = U_DONE; // (published: computed by the team)
+        }
+    atomic_store_explicit(&t->tail, q, memory_order_release);
+}
+
+// Thread 0: releases the experts computed since the last call (so that
+// deferred requests may find room). *released counts queue entries seen.
+static void team_release(petrel_context *c, int il, team *t, bool *released)
+{
+    const int tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
+    for (int q = 0; q < tail; q++)
+        if (!released[q] && atomic_load_explicit(&t->done[q], memory_order_acquire)) {
+            pt_ecache_release(c->ecache, il, c->stream->uniq[t->idx[q]]);
+            released[q] = true;
+        }
+}
+
+// Thread 0's loop: keeps the queue fed until every expert is published,
+// computing experts itself whenever there is one waiting. 0 or -1 + c->err.
+static int team_feed(petrel_context *c, int il, int B, int nu, team *t, bool *released)
+{
+    pt_stream *st = c->stream;
+    pt_ecache *ec = c->ecache;
+    for (;;) {
+        if (reap_finished(c, il) < 0)
+            return -1;
+        team_publish(c, il, nu, t);
+        team_release(c, il, t, released);
+        if (retry_deferred(c, il, nu) < 0)
+            return -1;
+        team_publish(c, il, nu, t);
+        if (atomic_load_explicit(&t->tail, memory_order_relaxed) == nu)
+            return 0;
+        if (team_work(c, il, B, t))
+            continue; // (then poll again)
+        int loading = 0;
+        for (int j = 0; j < nu; j++)
+            loading += st->ustate[j] == U_LOADING;
+        if (loading > 0) {
+            // Nothing to compute here: sleep on the next finished read.
+            int wl = -1, we = -1;
+            pt_err err = {{0}};
+            const double t0 = pt_now();
+            const int rc = pt_ecache_wait(ec, &wl, &we, &err);
+            pt_ecache_lstats(ec, il)->t_wait_s += pt_now() - t0;
+            if (rc != 0 && on_read_done(c, il, rc, wl, we, &err) < 0)
+                return -1;
+            continue;
+        }
+        // Only deferred experts are left: they need the slots of experts
+        // still being computed; with none in progress there is no room at all.
+        if (atomic_load_explicit(&t->n_done, memory_order_acquire) == atomic_load(&t->tail)) {
+            team_release(c, il, t, released);
+            int before = 0, after = 0;
+            for (int j = 0; j < nu; j++)
+                before += st->ustate[j] == U_DEFERRED;
+            if (retry_deferred(c, il, nu) < 0)
+                return -1;
+            for (int j = 0; j < nu; j++)
+                after += st->ustate[j] == U_DEFERRED;
+            if (after == before)
+                return pt_errf(&c->err, "expert cache: layer %d: no slot can be freed for its experts", il);
+        } else {
+            pt_cpu_relax(); // (the slots come free as the others finish)
+        }
+    }
+}
+
+// The experts of a small batch computed by one team of threads (above).
+static int stream_experts_team(petrel_context *c, int il, int B, int nu)
+{
+    pt_stream *st = c->stream;
+    team t = {0};
+    bool released[PT_PAR_EXPERT_MAX] = {0};
+    assert(nu <= PT_PAR_EXPERT_MAX);
+    int rc = 0;
+    const double t0 = pt_now();
+#pragma omp parallel
+    {
+        if (omp_get_thread_num() == 0) {
+            rc = team_feed(c, il, B, nu, &t, released);
+            if (rc < 0)
+                atomic_store(&t.stop, 1);
+        }
+        // Everyone (thread 0 once all is published) drains the queue.
+        for (int spins = 0;; spins++) {
+            if (team_work(c, il, B, &t))
+                continue;
+            if (atomic_load(&t.stop) ||
+                atomic_load_explicit(&t.n_done, memory_order_acquire) == nu)
+                break;
+            if (atomic_load_explicit(&t.tail, memory_order_acquire) == nu &&
+                atomic_load_explicit(&t.head, memory_order_acquire) == nu && omp_get_thread_num() != 0)
+                break; // all claimed: the rest is others' work
+            if (spins % 1024 == 1023)
+                sched_yield(); // (a loaded machine: let the thread we wait for run)
+            else
+                pt_cpu_relax();
+        }
+    }
+    // Every claimed expert is computed (the region's end is a barrier):
+    // release what is still pinned.
+    team_release(c, il, &t, released);
+    for (int q = atomic_load(&t.head); q < atomic_load(&t.tail); q++) // (published, never claimed: error path)
+        pt_ecache_release(c->ecache, il, st->uniq[t.idx[q]]);
+    c->prof.routed += pt_now() - t0;
+    return rc;
+}
+
 // Releases the pins of experts that were never computed (error paths).
 static void unpin_pending(petrel_context *c, int il, int nu)
 {
@@ -351,8 +543,11 @@ int pt_moe(petrel_context *c, int il, int B)
     if (rcode == 0 && hp->n_expert_shared > 0)
         pt_ffn(c, &L->sh_gate, &L->sh_up, &L->sh_down, s->xn, B, st->sh_out);
     c->prof.shared += pt_now() - tp;
-    if (rcode == 0)
-        rcode = stream_experts(c, il, B, nu);
+    if (rcode == 0) {
+        const bool team = B <= PT_PAR_EXPERT_B && st->pscratch && c->n_threads > 1 && nu <= PT_PAR_EXPERT_MAX &&
+                          !pt_moe_team_off();
+        rcode = team ? stream_experts_team(c, il, B, nu) : stream_experts(c, il, B, nu);
+    }
     if (rcode < 0)
         unpin_pending(c, il, nu);
     for (int i = 0; i < nu; i++)
