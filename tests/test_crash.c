@@ -44,7 +44,11 @@ Test(crash, kill9_short_loop_every_case, .timeout = 240)
     char *log = NULL;
     run("--kills 5", &log);
     cr_assert_eq(result(log, "cases"), 4, "%s", log);
-    cr_assert_eq(result(log, "kills"), 20, "every case must be killed 5 times:\n%s", log);
+    // 5 first kills per case; a conversion's resume is sometimes killed too
+    cr_assert_geq(result(log, "convert_kills"), 5, "%s", log);
+    cr_assert_eq(result(log, "state_kills"), 5, "%s", log);
+    cr_assert_eq(result(log, "usage_kills"), 5, "%s", log);
+    cr_assert_eq(result(log, "serve_kills"), 5, "%s", log);
     cr_assert_eq(result(log, "failures"), 0, "%s", log);
     free(log);
 }

@@ -403,7 +403,13 @@ Test(abuse, thousand_malformed_and_oversized_requests_memory_bounded)
     fprintf(stderr, "abuse: 2000 malformed in %ld ms; 400:%d 404:%d 405:%d 413:%d closed:%d; RSS %ld -> %ld KB\n",
             now_ms() - t0, counts[400], counts[404], counts[405], counts[413], counts[0], rss1, rss2);
     cr_assert(counts[400] > 100 && counts[413] > 50 && counts[404] > 20, "the mix did not reach the checks");
+#ifdef __SANITIZE_ADDRESS__
+    // ASan keeps freed memory in quarantine (up to 256 MB): RSS says nothing
+    // about leaks there (LeakSanitizer and the Release run do).
+    fprintf(stderr, "abuse: ASan build: the RSS bound is checked by the Release run only\n");
+#else
     cr_assert_lt(rss2 - rss1, 16 * 1024, "RSS grew by %ld KB over the second 1,000 requests", rss2 - rss1);
+#endif
 }
 
 // ---- invalid UTF-8 in JSON strings --------------------------------------------

@@ -106,7 +106,7 @@ static void write_inplace(const char *path, const void *buf, size_t len)
             perror(path);
             exit(2);
         }
-        usleep(1000);
+        usleep(5000);
     }
     close(fd);
 }

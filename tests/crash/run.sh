@@ -267,8 +267,9 @@ model=""
 need_model() {
     [ -n "$model" ] && return
     model=$WORK/tiny.gguf
-    "$PETREL" synth --preset tiny -o "$WORK/tiny-src" --quiet >/dev/null 2>&1 &&
-        "$PETREL" convert "$WORK/tiny-src" -o "$model" >/dev/null 2>&1 || { echo "run.sh: cannot make the tiny model" >&2; exit 2; }
+    "$PETREL" synth --preset tiny -o "$WORK/tiny-src" --quiet >"$WORK/model.log" 2>&1 &&
+        "$PETREL" convert "$WORK/tiny-src" -o "$model" >>"$WORK/model.log" 2>&1 ||
+        { echo "run.sh: cannot make the tiny model: $(tail -5 "$WORK/model.log")" >&2; exit 2; }
     rm -rf "$WORK/tiny-src"
 }
 
