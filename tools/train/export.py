@@ -73,6 +73,32 @@ def greedy(net, prefix, n):
 
 
 @torch.no_grad()
+def heldout_eval(net, held, seq):
+    """Over the whole held-out stream in non-overlapping windows of seq+2
+    tokens: mean main CE, MTP CE (nats/token), top-1 accuracy of both, and
+    the greedy MTP acceptance (MTP argmax at row t == the main model's
+    argmax at position t+1, what --spec verifies)."""
+    n = (len(held) - 2) // seq
+    tot = {"tokens": 0, "main_nats": 0.0, "mtp_nats": 0.0, "main_top1": 0, "mtp_top1": 0, "mtp_accept": 0}
+    for w in range(n):
+        t = torch.from_numpy(held[w * seq:w * seq + seq + 2][None].astype(np.int64))
+        lg, hn, _ = net(t[:, :-1])  # positions 0..seq
+        ml = net.forward_mtp(hn[:, :-1], t[:, 1:-1])  # rows 0..seq-1 predict t+2
+        tgt, tgt2 = t[0, 1:-1], t[0, 2:]
+        main = lg[0, :-1]
+        tot["tokens"] += seq
+        tot["main_nats"] += float(torch.nn.functional.cross_entropy(main, tgt, reduction="sum"))
+        tot["mtp_nats"] += float(torch.nn.functional.cross_entropy(ml[0], tgt2, reduction="sum"))
+        tot["main_top1"] += int((main.argmax(-1) == tgt).sum())
+        tot["mtp_top1"] += int((ml[0].argmax(-1) == tgt2).sum())
+        tot["mtp_accept"] += int((ml[0].argmax(-1) == lg[0, 1:].argmax(-1)).sum())
+    k = tot["tokens"]
+    return {"tokens": k, "main_nats": tot["main_nats"] / k, "mtp_nats": tot["mtp_nats"] / k,
+            "main_top1": tot["main_top1"] / k, "mtp_top1": tot["mtp_top1"] / k,
+            "mtp_greedy_accept": tot["mtp_accept"] / k}
+
+
+@torch.no_grad()
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", required=True)
@@ -140,9 +166,10 @@ def main():
     with open(os.path.join(refs, "manifest.json"), "w") as f:
         json.dump(man, f, indent=1)
         f.write("\n")
+    ev = heldout_eval(ref, held, 256)
     sizes = {fn: os.path.getsize(os.path.join(a.out, fn)) for fn in os.listdir(a.out) if fn != "refs"}
     stats = {"step": ck["step"], "params": sum(p.numel() for p in net.parameters()), "bytes": sizes,
-             "greedy_text": enc.decode(prefix) + "|" + enc.decode(out), "greedy_min_margin": mm}
+             "greedy_text": enc.decode(prefix) + "|" + enc.decode(out), "greedy_min_margin": mm, "heldout_eval": ev}
     with open(os.path.join(a.out, "export_stats.json"), "w") as f:
         json.dump(stats, f, indent=1)
         f.write("\n")

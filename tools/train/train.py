@@ -84,6 +84,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", required=True)
     ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--stop-at", type=int, default=None,
+                    help="stop (and checkpoint) after this step; the schedule still spans --steps")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=256)
@@ -127,7 +129,8 @@ def main():
     t0 = time.time()
     last_ck = t0
     net.train()
-    while step < a.steps:
+    stop = a.stop_at or a.steps
+    while step < stop:
         lr = a.lr * min(1.0, (step + 1) / a.warmup)
         if step >= a.warmup:
             frac = (step - a.warmup) / max(1, a.steps - a.warmup)
@@ -146,7 +149,7 @@ def main():
         if step % 10 == 0:
             rec = {"step": step, "lr": lr, "train_main": float(main_l), "train_mtp": float(mtp_l),
                    "elapsed_s": round(time.time() - t0, 1)}
-        if step % a.eval_every == 0 or step == a.steps:
+        if step % a.eval_every == 0 or step == stop:
             vm, vt = evaluate(net, held, a.seq, 16)
             rec = rec or {"step": step}
             rec.update({"val_main": vm, "val_mtp": vt})
@@ -154,7 +157,7 @@ def main():
         if rec:
             with open(logp, "a") as f:
                 f.write(json.dumps(rec) + "\n")
-        if time.time() - last_ck > a.ckpt_min * 60 or step == a.steps:
+        if time.time() - last_ck > a.ckpt_min * 60 or step == stop:
             save(ck, {"model": net.state_dict(), "opt": opt.state_dict(), "step": step, "config": cfg})
             last_ck = time.time()
     print(f"done: {step} steps in {time.time() - t0:.0f} s")
