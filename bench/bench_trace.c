@@ -13,11 +13,12 @@
 //                  LRU) in the rest
 //   petrel(...)    the engine's own expert cache (cache/ecache.c) driven as
 //                  engine/moe.c and engine/stream_prefetch.c drive it, with
-//                  the hot-store sized by cache/hotstore.c and picked by
-//                  cache/usage.c from prior heat: "cold" = a first session
-//                  (no usage file: no hot-store, session counts only),
-//                  "warm" = heat from --usage / --heat-trace (an earlier
-//                  session on other text); "+pf" with lookahead prefetch.
+//                  the hot-store (none unless --pin-frac) sized by
+//                  cache/hotstore.c and picked by cache/usage.c from prior
+//                  heat: "cold" = a first session (no usage file: session
+//                  uses only), "warm" = heat from --usage / --heat-trace (an
+//                  earlier session on other text) as the eviction order's
+//                  prior; "+pf" with lookahead prefetch.
 //                  Reads go to a small scratch file; the whole budget is
 //                  the same bytes as the other policies' slots.
 //   static-oracle  the most used experts of each layer over the counted
@@ -46,6 +47,8 @@
 //                usage file holds after that session)
 //   --halflife H the petrel replay's half-life of expert uses in tokens
 //                (default: the engine's, PT_EC_HALFLIFE; 0 = plain counts)
+//   --pin-frac F the petrel replay's hot-store share of the budget, as
+//                petrel_model_params.pin_bytes (default: the engine's automatic one)
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -240,6 +243,7 @@ static void sim_free(sim *s, const trace *t)
 // Replays the trace; prefetch: apply 'P' lines (inserts without a use).
 static int count_from;
 static double halflife = PT_EC_HALFLIFE; // the petrel replay's (--halflife)
+static double pin_frac = -1;             // --pin-frac: hot-store share of the budget (< 0: the engine's, none)
 
 static double run_policy(const trace *t, int cap, const uint8_t *pinned, int pol, bool prefetch)
 {
@@ -562,7 +566,8 @@ static int run_petrel(const trace *t, const uint8_t *used_layer, long slots, con
     }
     // The budget and the hot-store as engine/stream.c sets them up.
     const uint64_t eb = (uint64_t)slots * (uint64_t)n_moe * slot_b, min_lru = (uint64_t)n_moe * slot_b;
-    const uint64_t pin = pt_hot_store_bytes(eb, 0, heat != NULL, min_lru, n_moe, t->n_used, 1);
+    const uint64_t pin_bytes = pin_frac > 0 ? (uint64_t)(pin_frac * (double)eb) : 0;
+    const uint64_t pin = heat ? pt_hot_store_bytes(eb, pin_bytes, min_lru, n_moe, t->n_used, 1) : 0;
     int32_t *hot = calloc((size_t)t->n_blocks * (size_t)t->n_expert * 2, sizeof(int32_t));
     int n_hot = pin && heat ? pt_usage_pick_hot(heat, t->n_blocks, t->n_expert, src, pin, hot) : 0;
     uint64_t budget = eb - (uint64_t)n_hot * slot_b;
@@ -728,11 +733,13 @@ int main(int argc, char **argv)
             count_from = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--halflife") && i + 1 < argc)
             halflife = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--pin-frac") && i + 1 < argc)
+            pin_frac = atof(argv[++i]);
         else if (!path && argv[i][0] != '-')
             path = argv[i];
         else {
             fprintf(stderr, "usage: bench_trace TRACE (--slots N | --bytes B | --frac F) [--hot-frac F] [--usage FILE] "
-                            "[--heat-trace TRACE2] [--count-from POS] [--halflife H]\n");
+                            "[--heat-trace TRACE2] [--count-from POS] [--halflife H] [--pin-frac F]\n");
             return 2;
         }
     }

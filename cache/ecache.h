@@ -11,10 +11,15 @@
 //     of the layer furthest above its share; a layer whose slots are all
 //     in use, with no layer above its share, takes one of the layer
 //     holding the most. So the split follows use rather than being fixed.
-// Victims: the expert with the fewest demand uses (prior heat from the usage
-// file + this session), the least recently used among equals — routing is
-// close to independent from token to token with a skewed popularity, where
-// this beats plain LRU by far (bench/trace-replay.sh: lru vs lfu); plain
+// Victims: the expert with the lowest score, the least recently used among
+// equals. The score is this session's demand uses, each counting half as
+// much every `halflife` tokens of the layer (recency and frequency
+// together; the engine's PT_EC_HALFLIFE), plus a lasting prior from the
+// usage file (the expert's share of earlier uses, in the same units). On
+// random routing (close to independent from token to token, skewed
+// popularity) this is LFU, which beats LRU by far; on the trained model's
+// routing (issue 13) the decay adds 1-2 points (bench/trace-replay.sh).
+// Without a half-life: plain use counts (prior heat + this session); plain
 // LRU with lru_only. A prefetched expert not yet used ranks one use lower,
 // so mispredictions leave first.
 //   - slot mode (slots_per_layer > 0, tests): exactly that many LRU slots
@@ -95,7 +100,7 @@ enum { PT_EC_DEMAND = 0, PT_EC_PREFETCH = 1, PT_EC_RETRY = 2 };
 
 // The engine's half-life of expert uses, in tokens (engine/stream.c; the
 // cache-policy replay bench/bench_trace.c uses the same).
-#define PT_EC_HALFLIFE 0.0
+#define PT_EC_HALFLIFE 128.0
 
 typedef struct pt_ecache pt_ecache;
 

@@ -3,11 +3,11 @@
 
 #include <assert.h>
 
-uint64_t pt_hot_store_bytes(uint64_t eb, uint64_t pin_bytes, bool have_heat, uint64_t min_lru, int n_moe,
-                            int n_used, int prefetch_depth)
+uint64_t pt_hot_store_bytes(uint64_t eb, uint64_t pin_bytes, uint64_t min_lru, int n_moe, int n_used,
+                            int prefetch_depth)
 {
     assert(n_moe >= 0 && prefetch_depth >= 0);
-    uint64_t pin = pin_bytes ? pin_bytes : have_heat ? eb : 0;
+    uint64_t pin = pin_bytes;
     const uint64_t nu = n_used > 0 ? (uint64_t)n_used : 1;
     uint64_t keep = min_lru + nu * (uint64_t)(prefetch_depth + 1) * (n_moe ? min_lru / (uint64_t)n_moe : 0);
     if (keep < eb / 8) // (and an eighth of the budget to adapt to new uses)

@@ -198,12 +198,11 @@ int pt_stream_init(petrel_context *c, pt_err *err)
             eb = min_lru;
     }
 
-    // Hot-store: explicit size, or most of the expert budget once heat exists.
+    // Hot-store: only of an explicit size (the heat seeds the eviction order instead).
     uint64_t pin = 0;
     if (!P->no_hot_store) {
-        if (P->experts_per_layer <= 0) // (cache/hotstore.c: all but a reserve once heat exists)
-            pin = pt_hot_store_bytes(eb, P->pin_bytes, have_heat, min_lru, n_moe, (int)hp->n_expert_used,
-                                     st->prefetch_depth);
+        if (P->experts_per_layer <= 0) // (cache/hotstore.c: only when asked, less a reserve)
+            pin = pt_hot_store_bytes(eb, P->pin_bytes, min_lru, n_moe, (int)hp->n_expert_used, st->prefetch_depth);
         else
             pin = P->pin_bytes;
     }

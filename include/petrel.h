@@ -41,7 +41,7 @@ typedef struct petrel_model_params {
     // Expert streaming (docs/streaming.md). Zero values are the defaults.
     int io_mode;               // PETREL_IO_AUTO (io_uring, else pread pool), _URING, _POOL, _BUFFERED
     int io_queue_depth;        // device reads in flight; 0 = 32
-    uint64_t pin_bytes;        // hot-store bytes; 0 = auto (7/8 of the expert cache once usage is recorded)
+    uint64_t pin_bytes;        // hot-store bytes; 0 = none (the usage file seeds the eviction order instead)
     bool no_hot_store;         // never pin experts
     bool no_prefetch;          // no lookahead prefetch
     bool no_usage;             // neither read nor update the usage file

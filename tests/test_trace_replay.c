@@ -13,9 +13,14 @@
 //     evicts 1 (fewest uses), 2 is then a prefetch hit; 5 and 6 miss as in
 //     LFU; the second evicts 2 and is never used (still resident: not
 //     wasted); 7 hits 0                                      -> 4/8, 0 wasted
-//   petrel warm, heat {2: 3 uses} from another trace: the 2-slot budget
-//     keeps 1 LRU slot (one token's need) and pins expert 2 in the other,
-//     filled on its first use: m h h m(evicts 0) m(hot) h h m -> 4/8
+//   petrel warm, heat {2: 3 uses} from another trace: no hot-store unless
+//     asked; the heat is a lasting prior that keeps 2 once it is in:
+//     m h h m m(evicts 1) m(evicts 0, not 2) h m(evicts 1)  -> 3/8
+//   petrel warm with --pin-frac 0.5: the 2-slot budget keeps 1 LRU slot
+//     (one token's need) and pins expert 2 in the other, filled on its
+//     first use: m h h m(evicts 0) m(hot) h h m              -> 4/8
+//   petrel cold with a half-life of half a token: old uses fade, so it
+//     evicts as LRU does                                    -> 4/8
 //   repeat: positions 1 and 2 repeat the previous token's expert -> 2/7
 //   recall: the prediction at 4 is right, at 7 wrong         -> 1/2
 #include <criterion/criterion.h>
@@ -65,10 +70,17 @@ Test(trace_replay, hand_trace)
     cr_assert_float_eq(field(out, "static_oracle"), 0.75, 1e-9, "%s", out);
     cr_assert_float_eq(field(out, "petrel_cold"), 0.375, 1e-9, "%s", out);
     cr_assert_float_eq(field(out, "petrel_cold_pf"), 0.5, 1e-9, "%s", out);
-    cr_assert_float_eq(field(out, "petrel_warm"), 0.5, 1e-9, "%s", out);
+    cr_assert_float_eq(field(out, "petrel_warm"), 0.375, 1e-9, "%s", out);
     cr_assert_float_eq(field(out, "repeat"), 2.0 / 7.0, 1e-4, "%s", out);
     cr_assert_float_eq(field(out, "recall"), 0.5, 1e-9, "%s", out);
     cr_assert_float_eq(field(out, "prefetch_wasted_frac"), 0.0, 1e-9, "%s", out);
+    free(out);
+    rc = tu_sh(&out, "'%s/bench_trace' '%s' --slots 2 --heat-trace '%s' --pin-frac 0.5 --halflife 0.5 2>&1", bin, path,
+               heat);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_assert_float_eq(field(out, "petrel_warm"), 0.5, 1e-9, "%s", out);
+    cr_assert_float_eq(field(out, "petrel_cold"), 0.5, 1e-9, "%s", out);
+    cr_assert_float_eq(field(out, "lfu"), 0.375, 1e-9, "%s", out); // (the simulated policies do not change)
     free(out);
     // A trace naming an expert past its header's count is refused by name.
     write_file(path, "petrel-trace 1 blocks 2 experts 4 used 1 slot_bytes 1000000\nA 1 0 7\n");
