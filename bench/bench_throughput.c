@@ -1,0 +1,258 @@
+// bench/bench_throughput.c — the engine-side measurements of
+// bench/throughput.sh, in one process per configuration (one model load):
+//   --preload           read every expert into the cache first (resident runs)
+//   --pp N              prefill of an N-token prompt (one chunk per n_batch),
+//                       cold or warm as the cache is: PP line
+//   --agg LIST          for each stream count k in LIST (e.g. 1,4,8): k
+//                       conversations (contexts sharing one expert cache, each
+//                       with its own 16-token prompt) decode --gen tokens each
+//                       greedily, one petrel_decode_multi step for all k per
+//                       token: AGG line with the aggregate tok/s, expert bytes
+//                       read per step and distinct experts fetched per step
+//   --decode N          one conversation decoding N tokens with petrel_decode
+//                       (after --warm runs of the same tokens): DECODE line
+// The token ids are synthetic and deterministic: the figures are speed only.
+//
+// usage: bench_throughput -m MODEL [--ram SIZE] [-t N] [--preload] [--pp N] [--agg LIST]
+//                         [--gen N] [--decode N] [--warm N] [--stats]
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "engine/context.h"
+#include "petrel.h"
+
+#define PROMPT 16
+
+// Reads every expert of every MoE block into the cache.
+static int preload(petrel_context *c)
+{
+    const petrel_model *m = c->model;
+    const int nb = (int)pt_hp_n_blocks(&m->hp);
+    pt_err err;
+    for (int il = 0; il < nb; il++)
+        for (int e = 0; e < m->exp_src[il].n_expert; e++) {
+            const void *w[3];
+            if (pt_ecache_acquire(c->ecache, il, e, w, &err) < 0) {
+                fprintf(stderr, "preload: %s\n", err.msg);
+                return -1;
+            }
+            pt_ecache_release(c->ecache, il, e);
+        }
+    return 0;
+}
+
+static petrel_token tok_at(int stream, int t, int n_vocab) { return (petrel_token)((stream * 7919 + t * 104729 + 13) % n_vocab); }
+
+static int argmax(const float *x, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    return b;
+}
+
+// Prefill of n synthetic tokens from position 0 in n_batch chunks.
+static int run_pp(petrel_context *c, int n)
+{
+    const int nv = petrel_model_n_vocab(c->model);
+    petrel_token *t = malloc(sizeof *t * (size_t)n);
+    for (int i = 0; i < n; i++)
+        t[i] = tok_at(0, i, nv);
+    petrel_kv_truncate(c, 0);
+    petrel_reset_stats(c);
+    const double t0 = pt_now();
+    for (int d = 0; d < n;) {
+        const int k = n - d < (int)c->n_batch ? n - d : (int)c->n_batch;
+        if (petrel_decode(c, t + d, NULL, k, PETREL_LOGITS_LAST) < 0) {
+            fprintf(stderr, "pp: %s\n", petrel_context_error(c));
+            free(t);
+            return -1;
+        }
+        d += k;
+    }
+    const double dt = pt_now() - t0;
+    petrel_stats s;
+    petrel_get_stats(c, &s);
+    printf("PP tokens=%d tok_s=%.3f seconds=%.3f chunk=%llu chunks=%llu experts_per_chunk=%.1f "
+           "tokens_per_expert_visit=%.2f bytes_read=%llu routed_s=%.2f attn_s=%.2f attn_proj_s=%.2f io_wait_s=%.2f\n",
+           n, n / dt, dt, (unsigned long long)s.prefill_chunk_max, (unsigned long long)s.prefill_chunks,
+           s.prefill_chunks ? (double)s.prefill_expert_visits / (double)s.prefill_chunks : 0.0,
+           s.prefill_expert_visits ? (double)s.prefill_expert_rows / (double)s.prefill_expert_visits : 0.0,
+           (unsigned long long)s.bytes_read, s.t_routed_s, s.t_attn_s, s.t_attn_proj_s, s.t_io_wait_s);
+    fflush(stdout);
+    free(t);
+    petrel_kv_truncate(c, 0);
+    return 0;
+}
+
+// k conversations decoding gen tokens each, one multi-context step per token.
+static int run_agg(petrel_context *base, int k, int gen)
+{
+    const int nv = petrel_model_n_vocab(base->model);
+    char err[1024];
+    petrel_context **cs = calloc((size_t)k, sizeof *cs);
+    petrel_token *next = calloc((size_t)k, sizeof *next);
+    // (the others need room for their prompt only: a shared context's scratch
+    // is sized by its n_batch and is not part of the expert budget)
+    petrel_context_params cp = {.n_ctx = base->n_ctx, .n_batch = PROMPT};
+    int rc = 0;
+    cs[0] = base;
+    petrel_kv_truncate(base, 0);
+    for (int i = 1; i < k && rc == 0; i++) {
+        cs[i] = petrel_context_new_shared(base, &cp, err, sizeof err);
+        if (!cs[i]) {
+            fprintf(stderr, "agg: %s\n", err);
+            rc = -1;
+        }
+    }
+    for (int i = 0; i < k && rc == 0; i++) {
+        petrel_token p[PROMPT];
+        for (int t = 0; t < PROMPT; t++)
+            p[t] = tok_at(i + 1, t, nv);
+        if (petrel_decode(cs[i], p, NULL, PROMPT, PETREL_LOGITS_LAST) < 0) {
+            fprintf(stderr, "agg prompt: %s\n", petrel_context_error(cs[i]));
+            rc = -1;
+            break;
+        }
+        next[i] = (petrel_token)argmax(petrel_get_logits(cs[i], PROMPT - 1), nv);
+    }
+    if (rc == 0) {
+        petrel_reset_stats(base);
+        const double t0 = pt_now();
+        for (int s = 0; s < gen && rc == 0; s++) {
+            if (petrel_decode_multi(cs, next, k, err, sizeof err) < 0) {
+                fprintf(stderr, "agg: %s\n", err);
+                rc = -1;
+                break;
+            }
+            for (int i = 0; i < k; i++)
+                next[i] = (petrel_token)argmax(petrel_get_logits(cs[i], 0), nv);
+        }
+        const double dt = pt_now() - t0;
+        petrel_stats st;
+        petrel_get_stats(base, &st);
+        if (rc == 0)
+            printf("AGG streams=%d tokens=%d tok_s=%.3f step_s=%.4f bytes_per_step=%.0f fetches_per_step=%.1f "
+                   "uses_per_step=%.1f hit_rate=%.4f io_wait_s=%.2f\n",
+                   k, gen, (double)k * gen / dt, dt / gen, (double)st.bytes_read / gen,
+                   (double)st.multi_expert_visits / gen, (double)st.multi_expert_uses / gen,
+                   st.expert_hits + st.expert_misses
+                       ? (double)st.expert_hits / (double)(st.expert_hits + st.expert_misses)
+                       : 0.0,
+                   st.t_io_wait_s);
+        fflush(stdout);
+    }
+    for (int i = k - 1; i >= 1; i--)
+        petrel_context_free(cs[i]);
+    petrel_kv_truncate(base, 0);
+    free(cs);
+    free(next);
+    return rc;
+}
+
+// One conversation decoding n tokens (the same tokens on each of warm+1 runs).
+static int run_decode(petrel_context *c, int n, int warm)
+{
+    const int nv = petrel_model_n_vocab(c->model);
+    for (int r = 0; r <= warm; r++) {
+        petrel_kv_truncate(c, 0);
+        petrel_token p[PROMPT];
+        for (int t = 0; t < PROMPT; t++)
+            p[t] = tok_at(99, t, nv);
+        if (petrel_decode(c, p, NULL, PROMPT, PETREL_LOGITS_LAST) < 0)
+            return fprintf(stderr, "decode: %s\n", petrel_context_error(c)), -1;
+        petrel_token t = (petrel_token)argmax(petrel_get_logits(c, PROMPT - 1), nv);
+        petrel_reset_stats(c);
+        const double t0 = pt_now();
+        for (int i = 0; i < n; i++) {
+            if (petrel_decode(c, &t, NULL, 1, PETREL_LOGITS_LAST) < 0)
+                return fprintf(stderr, "decode: %s\n", petrel_context_error(c)), -1;
+            t = (petrel_token)argmax(petrel_get_logits(c, 0), nv);
+        }
+        const double dt = pt_now() - t0;
+        petrel_stats s;
+        petrel_get_stats(c, &s);
+        printf("DECODE run=%d tokens=%d tok_s=%.3f bytes_per_token=%.0f hit_rate=%.4f io_wait_s=%.2f last_token=%d\n",
+               r, n, n / dt, (double)s.bytes_read / n,
+               s.expert_hits + s.expert_misses ? (double)s.expert_hits / (double)(s.expert_hits + s.expert_misses)
+                                               : 0.0,
+               s.t_io_wait_s, t);
+        fflush(stdout);
+    }
+    petrel_kv_truncate(c, 0);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    petrel_model_params mp = petrel_model_default_params();
+    mp.no_usage = true; // runs do not feed each other through the usage file
+    const char *model = NULL, *agg = NULL;
+    int pp = 0, gen = 64, dec = 0, warm = 0, do_preload = 0, stats = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-m") && v)
+            model = argv[++i];
+        else if (!strcmp(a, "--ram") && v)
+            mp.ram_budget = (uint64_t)pt_parse_size(argv[++i]);
+        else if (!strcmp(a, "-t") && v)
+            mp.n_threads = atoi(argv[++i]);
+        else if (!strcmp(a, "--preload"))
+            do_preload = 1;
+        else if (!strcmp(a, "--pp") && v)
+            pp = atoi(argv[++i]);
+        else if (!strcmp(a, "--agg") && v)
+            agg = argv[++i];
+        else if (!strcmp(a, "--gen") && v)
+            gen = atoi(argv[++i]);
+        else if (!strcmp(a, "--decode") && v)
+            dec = atoi(argv[++i]);
+        else if (!strcmp(a, "--warm") && v)
+            warm = atoi(argv[++i]);
+        else if (!strcmp(a, "--stats"))
+            stats = 1;
+        else {
+            fprintf(stderr, "usage: bench_throughput -m MODEL [--ram SIZE] [-t N] [--preload] [--pp N] [--agg LIST] "
+                            "[--gen N] [--decode N] [--warm N] [--stats]\n");
+            return 2;
+        }
+    }
+    if (!model) {
+        fprintf(stderr, "bench_throughput: -m MODEL is required\n");
+        return 2;
+    }
+    char err[1024];
+    const double t0 = pt_now();
+    petrel_model *m = petrel_model_open(model, &mp, err, sizeof err);
+    if (!m)
+        return fprintf(stderr, "%s\n", err), 1;
+    petrel_context_params cp = petrel_context_default_params();
+    cp.n_ctx = 1024;
+    petrel_context *c = petrel_context_new(m, &cp, err, sizeof err);
+    if (!c)
+        return fprintf(stderr, "%s\n", err), 1;
+    fprintf(stderr, "bench_throughput: %s loaded in %.1fs\n", model, pt_now() - t0);
+    int rc = 0;
+    if (do_preload) {
+        const double t1 = pt_now();
+        rc = preload(c);
+        fprintf(stderr, "bench_throughput: preloaded every expert in %.1fs\n", pt_now() - t1);
+    }
+    if (rc == 0 && pp > 0)
+        rc = run_pp(c, pp);
+    for (const char *p = agg; rc == 0 && p && *p;) {
+        rc = run_agg(c, atoi(p), gen);
+        p = strchr(p, ',');
+        p = p ? p + 1 : NULL;
+    }
+    if (rc == 0 && dec > 0)
+        rc = run_decode(c, dec, warm);
+    if (stats)
+        petrel_print_stats(c, stderr);
+    petrel_context_free(c);
+    petrel_model_close(m);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# bench/throughput.sh — issue 14: everything with more than one token in
+# flight, on bench16 (q4_0 experts, q8_0 trunk), side by side with llama.cpp
+# (llama-bench from bench/llamacpp.sh's default build, same file, same thread
+# count, same cap), in one run:
+#   1. prefill of a PP-token prompt, every expert resident (Petrel --preload;
+#      llama.cpp with mmap and a warm page cache): pp_resident_tok_s,
+#      llama_pp_resident_tok_s, pp_resident_ratio
+#   2. the same prefill cold (page cache dropped) under a CAP_GIB cgroup cap
+#      (Petrel --ram CAP_GIB): pp_capped_tok_s, llama_pp_capped_tok_s
+#      (a llama-bench run past LLAMA_TIMEOUT counts as PP / LLAMA_TIMEOUT: an
+#      upper bound of its speed), pp_capped_ratio
+#   3. aggregate decode of 1, 4 and 8 concurrent conversations (GEN tokens
+#      each, one petrel_decode_multi step for all of them per token: what
+#      `petrel serve` runs for concurrent requests), resident and capped,
+#      with the expert bytes read and the distinct experts fetched per step:
+#      agg4_over_1_*, agg8_over_1_capped; and how close 4 streams come to what
+#      their bytes allow, 4 x tok_s(1) x bytes_per_token(1) / bytes_per_step(4)
+#      (agg4_bytes_frac_capped, printed above the RESULT line; goal >= 0.8)
+#   4. one conversation decoding GEN6 tokens with a 6 GiB budget (its second
+#      run over the same tokens: cache and predictor warm) against the
+#      resident speed on the same GEN6 tokens: stream6_over_resident
+# The streams are driven through the C API (bench/bench_throughput.c) rather
+# than HTTP clients, so the figures are the engine's alone.
+#
+# Last line:
+#   RESULT pp_resident_tok_s=… llama_pp_resident_tok_s=… pp_resident_ratio=…
+#     pp_capped_tok_s=… llama_pp_capped_tok_s=… pp_capped_ratio=…
+#     agg4_over_1_capped=… agg8_over_1_capped=… agg4_over_1_resident=…
+#     stream6_over_resident=…
+# Goals: pp_resident_ratio >= 1.2, pp_capped_ratio >= 3,
+# stream6_over_resident >= 0.9, agg4_bytes_frac_capped >= 0.8.
+#
+# Knobs (environment): MODEL (default $WORK/bench16.gguf), WORK, BUILD, PP (512),
+# GEN (64; resident decode), GEN_CAPPED (4: every capped step reads most of a
+# step's union from disk), GEN6 (32: the 6 GiB decode, twice), STREAMS ("1,4,8"), CAP_GIB (3), CAP_EXTRA_MIB (256),
+# THREADS (2), LLAMA_TIMEOUT (300), SKIP_LLAMA=1, SKIP_CAPPED=1, SKIP_RESIDENT=1,
+# OMP_WAIT_POLICY (default passive), LLAMA_BIN.
+# Needs root for drop_caches and cgroups (without, it says so and runs uncapped).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib/capped.sh
+source "$ROOT/bench/lib/capped.sh"
+BUILD=${BUILD:-$ROOT/build-throughput}
+WORK=${WORK:-/work/bench-models}
+MODEL=${MODEL:-$WORK/bench16.gguf}
+PP=${PP:-512}
+GEN=${GEN:-64}
+GEN_CAPPED=${GEN_CAPPED:-4}
+GEN6=${GEN6:-32}
+STREAMS=${STREAMS:-1,4,8}
+CAP_GIB=${CAP_GIB:-3}
+CAP_EXTRA_MIB=${CAP_EXTRA_MIB:-256}
+THREADS=${THREADS:-2}
+LLAMA_TIMEOUT=${LLAMA_TIMEOUT:-300}
+LLAMA_CACHE=${LLAMA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/petrel/llamacpp-3.22.1}
+LLAMA_BIN=${LLAMA_BIN:-$LLAMA_CACHE/build/bin}
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+cap_init throughput.sh
+LIMIT=$((CAP_GIB * 1024 * 1024 * 1024 + CAP_EXTRA_MIB * 1024 * 1024))
+OUT=$(mktemp -d /tmp/throughput.XXXXXX)
+
+echo "throughput.sh: $(date -u +%FT%TZ), $(nproc) cpus, load $(cut -d' ' -f1 /proc/loadavg), model $MODEL," \
+     "threads $THREADS, cap ${CAP_GIB} GiB (+${CAP_EXTRA_MIB} MiB), logs in $OUT"
+[ -f "$MODEL" ] || MODEL=$(bench16_model "$ROOT/build/petrel" "$WORK" q4_0)
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD" -j"$(nproc)" --target bench_throughput >"$OUT/build.log" 2>&1 ||
+    { cat "$OUT/build.log"; exit 1; }
+BT=$BUILD/bench_throughput
+
+# first LINE-KIND line of a log, "" if none
+line() { grep -m1 "^$2" "$1" 2>/dev/null | sed "s/^$2 //" || true; }
+line_where() { grep "^$2 " "$1" 2>/dev/null | grep -m1 " $3" | sed "s/^$2 //" || true; }
+ratio() { awk -v a="${1:-na}" -v b="${2:-na}" 'BEGIN{ if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b + 0 > 0) printf "%.3f", a / b; else print "na" }'; }
+
+# llama_pp LOG LIMIT: llama-bench prefill of PP tokens; prints its tok/s
+# (PP / LLAMA_TIMEOUT when it ran out of time, "na" when it failed).
+llama_pp() {
+    local log=$1 limit=$2 rc
+    run_capped "$limit" "$log" timeout "$LLAMA_TIMEOUT" "$LLAMA_BIN/llama-bench" -m "$MODEL" -p "$PP" -n 0 \
+        -t "$THREADS" -r 1 -o json >/dev/null
+    rc=$(cat "$log.rc")
+    if [ "$rc" = 124 ]; then
+        awk -v n="$PP" -v t="$LLAMA_TIMEOUT" 'BEGIN{printf "%.4f\n", n / t}'
+        return
+    fi
+    python3 -c 'import json,sys; print("%.4f" % json.load(open(sys.argv[1]))[0]["avg_ts"])' "$log.out" 2>/dev/null ||
+        echo na
+}
+
+pp_res=na llama_res=na agg_res="" dec_res=na dec6=na
+if [ -z "${SKIP_RESIDENT:-}" ]; then
+    echo "-- resident: Petrel --preload (pp $PP, streams $STREAMS x $GEN tokens, decode $GEN)"
+    "$BT" -m "$MODEL" -t "$THREADS" --preload --pp "$PP" --agg "$STREAMS" --gen "$GEN" --decode "$GEN6" \
+        >"$OUT/resident.out" 2>"$OUT/resident.err" || { tail -5 "$OUT/resident.err"; }
+    cat "$OUT/resident.out"
+    pp_res=$(field tok_s "$(line "$OUT/resident.out" PP)")
+    dec_res=$(field tok_s "$(line "$OUT/resident.out" DECODE)")
+    echo "-- 6 GiB budget: Petrel --ram 6G, decode $GEN6 twice on the same tokens (the second counts)"
+    "$BT" -m "$MODEL" -t "$THREADS" --ram 6G --decode "$GEN6" --warm 1 >"$OUT/stream6.out" 2>"$OUT/stream6.err" ||
+        tail -5 "$OUT/stream6.err"
+    cat "$OUT/stream6.out"
+    dec6=$(field tok_s "$(line_where "$OUT/stream6.out" DECODE run=1)")
+    if [ -z "${SKIP_LLAMA:-}" ] && [ -x "$LLAMA_BIN/llama-bench" ]; then
+        echo "-- resident: llama-bench -p $PP -n 0 -t $THREADS (mmap, page cache warmed first)"
+        cat "$MODEL" >/dev/null
+        llama_res=$(llama_pp "$OUT/llama-res" 0)
+        echo "llama.cpp pp$PP resident: $llama_res tok/s"
+    fi
+fi
+
+pp_cap=na llama_cap=na
+if [ -z "${SKIP_CAPPED:-}" ]; then
+    echo "-- capped ${CAP_GIB} GiB, cold: Petrel --ram ${CAP_GIB}G prefill $PP"
+    drop_caches
+    oom=$(run_capped "$LIMIT" "$OUT/capped-pp" "$BT" -m "$MODEL" -t "$THREADS" --ram "${CAP_GIB}G" --pp "$PP")
+    cat "$OUT/capped-pp.out"
+    [ "$oom" = 0 ] || echo "capped prefill: $oom OOM kills"
+    pp_cap=$(field tok_s "$(line "$OUT/capped-pp.out" PP)")
+    echo "-- capped ${CAP_GIB} GiB: Petrel --ram ${CAP_GIB}G, streams $STREAMS x $GEN_CAPPED tokens"
+    oom=$(run_capped "$LIMIT" "$OUT/capped-agg" "$BT" -m "$MODEL" -t "$THREADS" --ram "${CAP_GIB}G" \
+        --agg "$STREAMS" --gen "$GEN_CAPPED")
+    cat "$OUT/capped-agg.out"
+    [ "$oom" = 0 ] || echo "capped streams: $oom OOM kills"
+    if [ -z "${SKIP_LLAMA:-}" ] && [ -x "$LLAMA_BIN/llama-bench" ]; then
+        echo "-- capped ${CAP_GIB} GiB, cold: llama-bench -p $PP -n 0 -t $THREADS (timeout ${LLAMA_TIMEOUT}s)"
+        drop_caches
+        llama_cap=$(llama_pp "$OUT/llama-cap" "$LIMIT")
+        echo "llama.cpp pp$PP capped: $llama_cap tok/s"
+    fi
+fi
+
+agg() { field "$3" "$(line_where "$1" AGG "streams=$2 ")"; } # agg LOG K KEY
+a1r=$(agg "$OUT/resident.out" 1 tok_s) a4r=$(agg "$OUT/resident.out" 4 tok_s)
+a1c=$(agg "$OUT/capped-agg.out" 1 tok_s) a4c=$(agg "$OUT/capped-agg.out" 4 tok_s)
+a8c=$(agg "$OUT/capped-agg.out" 8 tok_s)
+b1c=$(agg "$OUT/capped-agg.out" 1 bytes_per_step) b4c=$(agg "$OUT/capped-agg.out" 4 bytes_per_step)
+allowed4=$(awk -v t="${a1c:-0}" -v b1="${b1c:-0}" -v b4="${b4c:-0}" 'BEGIN{ if (b4 + 0 > 0) printf "%.3f", 4 * t * b1 / b4; else print "na" }')
+echo "capped: 4 streams $a4c tok/s, their bytes allow $allowed4 tok/s (4 x $a1c tok/s x $b1c B/token / $b4c B/step):" \
+     "agg4_bytes_frac_capped=$(ratio "$a4c" "$allowed4")"
+echo "resident decode $dec_res tok/s, 6 GiB budget $dec6 tok/s; load at end $(cut -d' ' -f1 /proc/loadavg)"
+echo "RESULT pp_resident_tok_s=$pp_res llama_pp_resident_tok_s=$llama_res pp_resident_ratio=$(ratio "$pp_res" "$llama_res")" \
+     "pp_capped_tok_s=$pp_cap llama_pp_capped_tok_s=$llama_cap pp_capped_ratio=$(ratio "$pp_cap" "$llama_cap")" \
+     "agg4_over_1_capped=$(ratio "$a4c" "$a1c") agg8_over_1_capped=$(ratio "$a8c" "$a1c")" \
+     "agg4_over_1_resident=$(ratio "$a4r" "$a1r") stream6_over_resident=$(ratio "$dec6" "$dec_res")"
