@@ -3,6 +3,7 @@
 #include "common/fault.h"
 #include "common/fullio.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -138,6 +139,38 @@ int pt_fsync_dir_of(const char *path)
     return rc;
 }
 
+// Removes "<path>.tmp.<digits>" files last modified more than PT_STALE_TMP_S
+// ago: temp files of writers killed between create and rename (kill -9,
+// power loss). A live writer's temp is seconds old whatever host or PID it
+// has (a directory may be shared over NFS), so age alone decides. Best
+// effort: errors are ignored.
+#define PT_STALE_TMP_S 3600
+static void remove_stale_temps(const char *path)
+{
+    char *copy = strdup(path), *copy2 = strdup(path);
+    DIR *d = copy && copy2 ? opendir(dirname(copy)) : NULL;
+    if (d) {
+        const char *dir = copy, *base = basename(copy2);
+        const size_t bl = strlen(base);
+        const time_t now = time(NULL);
+        struct dirent *de;
+        while ((de = readdir(d))) {
+            const char *n = de->d_name;
+            if (strncmp(n, base, bl) || strncmp(n + bl, ".tmp.", 5) || !n[bl + 5] ||
+                strspn(n + bl + 5, "0123456789") != strlen(n + bl + 5))
+                continue;
+            char full[4096];
+            struct stat st;
+            if ((size_t)snprintf(full, sizeof full, "%s/%s", dir, n) < sizeof full && lstat(full, &st) == 0 &&
+                S_ISREG(st.st_mode) && now - st.st_mtime > PT_STALE_TMP_S)
+                unlink(full);
+        }
+        closedir(d);
+    }
+    free(copy);
+    free(copy2);
+}
+
 int pt_write_file_atomic(const char *path, const void *buf, size_t len, pt_err *err)
 {
     return pt_write_file_atomic_at(path, buf, len, "atomic.write", err);
@@ -175,6 +208,7 @@ int pt_write_file_atomic_at(const char *path, const void *buf, size_t len, const
         return pt_errf(err, "%s: rename of %s failed: %s (the previous file is kept)", path, tmp, strerror(e));
     }
     pt_fsync_dir_of(path);
+    remove_stale_temps(path);
     return 0;
 }
 

@@ -33,6 +33,8 @@ char *pt_read_file(const char *path, size_t *len, pt_err *err);
 
 // Writes buf to path durably: writes "<path>.tmp.<pid>", fsyncs it, renames
 // it over path and fsyncs the directory. Never leaves a partial file at path.
+// After the rename, "<path>.tmp.<digits>" files over an hour old (left by
+// writers killed mid-write) are removed.
 int pt_write_file_atomic(const char *path, const void *buf, size_t len, pt_err *err);
 // The same with the fault-injection site (common/fault.h) of its writes and
 // fsync named (pt_write_file_atomic uses "atomic.write"); on any failure

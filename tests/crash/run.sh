@@ -154,8 +154,27 @@ case_state() {
         fi
         n_prev=$got
     done
+    local left swept=0
+    left=$(count_tmp "$d")
+    # Temp files of killed writers are swept by the next save once they are
+    # over an hour old (common/util.c); a fresh one (a live writer's) stays.
+    if [ -z "$WSUF" ]; then
+        : >"$p.tmp.999999992"
+        local aged
+        aged=$(find "$d" -name 'ctx.pkv.tmp.*' ! -name '*.999999992')" $p.tmp.999999991"
+        : >"$p.tmp.999999991"
+        touch -d '2 hours ago' $aged
+        out=$d/log2
+        "$HELPER" state-writer "$model" "$p" >"$out" 2>&1 &
+        local wp=$!
+        for ((w = 0; w < 600; w++)); do grep -q '^saved' "$out" && break; sleep 0.05; done
+        kill -9 $wp 2>/dev/null; wait $wp 2>/dev/null
+        for f in $aged; do [ ! -e "$f" ] && swept=$((swept + 1)) || fail "a stale temp file was not swept: $f"; done
+        [ -e "$p.tmp.999999992" ] || fail "a fresh temp file (a live writer's) was removed"
+        rm -f "$p.tmp.999999992"
+    fi
     total_kills=$((total_kills + kills))
-    summary+=" state_kills=$kills state_in_write=$inw state_tmp_left=$(count_tmp "$d")"
+    summary+=" state_kills=$kills state_in_write=$inw state_tmp_left=$left state_stale_tmp_swept=$swept"
 }
 
 # ---- usage -------------------------------------------------------------------
