@@ -18,6 +18,19 @@ static void ewma(double *avg, double x)
     *avg = *avg > 0 ? *avg + EWMA_ALPHA * (x - *avg) : x;
 }
 
+// Step times on a shared machine have one-sided spikes (the thread was
+// preempted): a sample counts at most twice the current average, so that
+// one spike does not flip the decision, while a lasting change (a cache
+// going cold) still moves the average within a few steps.
+static void ewma_time(double *avg, double x)
+{
+    if (x <= 0)
+        x = 1e-9;
+    if (*avg > 0 && x > 2 * *avg)
+        x = 2 * *avg;
+    ewma(avg, x);
+}
+
 double pt_spec_gain(double acc, double t_plain, double t_verify, double t_draft)
 {
     assert(t_plain > 0 && t_verify > 0 && t_draft >= 0);
@@ -121,7 +134,7 @@ int pt_spec_next(pt_spec_policy *p)
 
 void pt_spec_note_plain(pt_spec_policy *p, double dt, double bytes, double uses)
 {
-    ewma(&p->t_plain, dt > 0 ? dt : 1e-9);
+    ewma_time(&p->t_plain, dt);
     ewma(&p->b_plain, bytes);
     ewma(&p->u_plain, uses);
     p->n_plain++;
@@ -132,7 +145,7 @@ void pt_spec_note_plain(pt_spec_policy *p, double dt, double bytes, double uses)
 
 void pt_spec_note_verify(pt_spec_policy *p, double dt, double bytes, double uses)
 {
-    ewma(&p->t_verify, dt > 0 ? dt : 1e-9);
+    ewma_time(&p->t_verify, dt);
     ewma(&p->b_verify, bytes);
     ewma(&p->u_verify, uses);
     p->n_verify++;
@@ -142,7 +155,7 @@ void pt_spec_note_verify(pt_spec_policy *p, double dt, double bytes, double uses
 
 void pt_spec_note_draft(pt_spec_policy *p, double dt, double bytes)
 {
-    ewma(&p->t_draft, dt > 0 ? dt : 1e-12);
+    ewma_time(&p->t_draft, dt > 0 ? dt : 1e-12);
     ewma(&p->b_draft, bytes > 0 ? bytes : 1e-9);
 }
 

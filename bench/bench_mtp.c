@@ -1,0 +1,405 @@
+// bench/bench_mtp.c — speculative decoding measurements for bench/mtp.sh:
+// decode speed without speculation (off), verifying every draft (always)
+// and with the adaptive policy (engine/spec_policy.h), on one model under
+// one memory setting, with the MTP layer's drafts or with a bench-only
+// controlled-acceptance drafter.
+//
+// The controlled drafter (--p LIST): the off run of each repetition first
+// gives the non-speculative continuation of each prompt; a later run's
+// draft for position pos is that continuation's token with probability p
+// (a fixed hash of pos and the prompt, so every mode sees the same drafts),
+// else another token. All runs of one process share one context and so
+// one expert cache: a warm-up generation (--warmup N tokens, not counted)
+// comes first, and the modes are interleaved within each repetition so
+// that the cache state and the machine's load fall on all of them alike.
+//
+// Prints one line per (drafter, mode), the medians over the repetitions of
+// decode-phase figures summed over the prompts:
+//   MTP draft=mtp|p0.50 mode=off|always|adaptive tok_s=… accept=… verifs=…
+//     plain=… probes=… switches=… mb_read_per_tok=… experts_per_tok=…
+//     mb_used_per_tok=… identical=1
+// (accept: accepted / verified drafts; mb_read: expert bytes read from the
+// file; experts / mb_used: distinct experts computed per token and their
+// bytes, read or not), and exits 3 if any run's tokens differ from off's.
+//
+// usage: bench_mtp -m MODEL [--ram SIZE] [--experts-per-layer N] [--usage FILE | --no-usage]
+//                  [--preload] [-t T] [-n N] [--ids-file FILE] [--prompt-len L] [--prompts K]
+//                  [--reps R] [--warmup N] [--temp T] [--seed S] [--p LIST] [--modes LIST]
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "engine/context.h"
+#include "petrel.h"
+
+#define MAX_P 16
+#define MAX_REPS 15
+#define MAX_PROMPTS 16
+
+// Reads every expert of every MoE block into the cache (bench_stream's).
+static int preload(petrel_context *c)
+{
+    const petrel_model *m = c->model;
+    const int nb = (int)pt_hp_n_blocks(&m->hp);
+    pt_err err;
+    for (int il = 0; il < nb; il++)
+        for (int e = 0; e < m->exp_src[il].n_expert; e++) {
+            const void *w[3];
+            if (pt_ecache_acquire(c->ecache, il, e, w, &err) < 0) {
+                fprintf(stderr, "bench_mtp: preload: %s\n", err.msg);
+                return -1;
+            }
+            pt_ecache_release(c->ecache, il, e);
+        }
+    return 0;
+}
+
+// All integers in a text file (ids separated by anything else); malloc'ed.
+static int read_ids(const char *path, petrel_token **out)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    int n = 0, cap = 4096;
+    petrel_token *v = malloc(sizeof *v * (size_t)cap);
+    int ch, cur = -1;
+    while (v && (ch = fgetc(f)) != EOF) {
+        if (ch >= '0' && ch <= '9') {
+            cur = (cur < 0 ? 0 : cur * 10) + (ch - '0');
+            continue;
+        }
+        if (cur >= 0) {
+            if (n == cap) {
+                cap *= 2;
+                petrel_token *nv = realloc(v, sizeof *v * (size_t)cap);
+                if (!nv) {
+                    free(v);
+                    v = NULL;
+                    break;
+                }
+                v = nv;
+            }
+            v[n++] = cur;
+            cur = -1;
+        }
+    }
+    if (v && cur >= 0 && n < cap)
+        v[n++] = cur;
+    fclose(f);
+    *out = v;
+    return v ? n : -1;
+}
+
+typedef struct drafter {
+    const petrel_token *ref; // (n_ref) the off run's continuation of this prompt
+    int n_ref;
+    int n_prompt;
+    double p;
+    uint32_t salt;
+    int n_vocab;
+} drafter;
+
+static petrel_token controlled_draft(void *u, const petrel_token *toks, int n, int32_t pos)
+{
+    (void)toks;
+    (void)n;
+    const drafter *d = u;
+    int k = pos - d->n_prompt;
+    if (k < 0 || k >= d->n_ref)
+        return 0;
+    uint32_t h = ((uint32_t)pos * 2654435761u) ^ (d->salt * 40503u);
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    bool right = (double)(h & 0xffffff) / 16777216.0 < d->p;
+    return right ? d->ref[k] : (d->ref[k] + 1 + (petrel_token)(h >> 24)) % d->n_vocab;
+}
+
+// Decode-phase accounting: the first token's callback marks the end of the
+// prefill.
+typedef struct run_acc {
+    petrel_context *c;
+    petrel_token *toks; // (cap) tokens generated
+    int n, cap;
+    double t_first;
+    pt_ecache_stats first;
+} run_acc;
+
+static int on_tok(void *u, petrel_token t)
+{
+    run_acc *a = u;
+    if (a->n == 0) {
+        a->t_first = pt_now();
+        pt_ecache_get_stats(a->c->ecache, &a->first);
+    }
+    if (a->n < a->cap)
+        a->toks[a->n] = t;
+    a->n++;
+    return 0;
+}
+
+typedef struct figures {
+    double toks, secs, bytes, uses;
+    int drafted, accepted;
+    uint64_t verifs, plain, probes, switches;
+} figures;
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int main(int argc, char **argv)
+{
+    petrel_model_params mp = petrel_model_default_params();
+    const char *model = NULL, *ids_file = NULL, *plist = NULL, *mlist = "off,always,adaptive";
+    int n_gen = 64, do_preload = 0, prompt_len = 64, n_prompts = 1, reps = 3, warmup = 16;
+    double temp = 0;
+    uint64_t seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-m") && v)
+            model = argv[++i];
+        else if (!strcmp(a, "--ram") && v)
+            mp.ram_budget = (uint64_t)pt_parse_size(argv[++i]);
+        else if (!strcmp(a, "--experts-per-layer") && v)
+            mp.experts_per_layer = atoi(argv[++i]);
+        else if (!strcmp(a, "--usage") && v)
+            mp.usage_path = argv[++i];
+        else if (!strcmp(a, "--no-usage"))
+            mp.no_usage = true;
+        else if (!strcmp(a, "--preload"))
+            do_preload = 1;
+        else if (!strcmp(a, "-t") && v)
+            mp.n_threads = atoi(argv[++i]);
+        else if (!strcmp(a, "-n") && v)
+            n_gen = atoi(argv[++i]);
+        else if (!strcmp(a, "--ids-file") && v)
+            ids_file = argv[++i];
+        else if (!strcmp(a, "--prompt-len") && v)
+            prompt_len = atoi(argv[++i]);
+        else if (!strcmp(a, "--prompts") && v)
+            n_prompts = atoi(argv[++i]);
+        else if (!strcmp(a, "--reps") && v)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(a, "--warmup") && v)
+            warmup = atoi(argv[++i]);
+        else if (!strcmp(a, "--temp") && v)
+            temp = atof(argv[++i]);
+        else if (!strcmp(a, "--seed") && v)
+            seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--p") && v)
+            plist = argv[++i];
+        else if (!strcmp(a, "--modes") && v)
+            mlist = argv[++i];
+        else {
+            fprintf(stderr, "usage: bench_mtp -m MODEL [--ram SIZE] [--experts-per-layer N] [--usage FILE | "
+                            "--no-usage] [--preload] [-t T] [-n N] [--ids-file FILE] [--prompt-len L] [--prompts K] "
+                            "[--reps R] [--warmup N] [--temp T] [--seed S] [--p LIST] [--modes LIST]\n");
+            return 2;
+        }
+    }
+    if (!model || n_gen < 2 || prompt_len < 2 || n_prompts < 1 || n_prompts > MAX_PROMPTS || reps < 1 ||
+        reps > MAX_REPS) {
+        fprintf(stderr, "bench_mtp: need -m MODEL, -n >= 2, --prompt-len >= 2, 1..%d prompts, 1..%d reps\n",
+                MAX_PROMPTS, MAX_REPS);
+        return 2;
+    }
+    // Drafters: -1 = the MTP layer, else the controlled ones.
+    double ps[MAX_P];
+    int n_p = 0;
+    if (plist) {
+        for (const char *s = plist; *s && n_p < MAX_P;) {
+            char *end;
+            ps[n_p++] = strtod(s, &end);
+            if (end == s || ps[n_p - 1] < 0 || ps[n_p - 1] > 1) {
+                fprintf(stderr, "bench_mtp: --p '%s': expected probabilities in [0, 1], comma-separated\n", plist);
+                return 2;
+            }
+            s = *end == ',' ? end + 1 : end;
+        }
+    } else {
+        ps[n_p++] = -1;
+    }
+    int modes[3], n_modes = 0;
+    for (const char *s = mlist; *s && n_modes < 3;) {
+        char name[16];
+        size_t k = strcspn(s, ",");
+        snprintf(name, sizeof name, "%.*s", (int)(k < 15 ? k : 15), s);
+        modes[n_modes] = petrel_spec_mode_parse(name);
+        if (modes[n_modes] < 0) {
+            fprintf(stderr, "bench_mtp: --modes '%s': expected off, always, adaptive\n", mlist);
+            return 2;
+        }
+        n_modes++;
+        s += k + (s[k] == ',');
+    }
+    if (modes[0] != PETREL_SPEC_OFF) {
+        fprintf(stderr, "bench_mtp: --modes must start with off (it gives the reference tokens)\n");
+        return 2;
+    }
+
+    char err[1024];
+    petrel_model *m = petrel_model_open(model, &mp, err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "bench_mtp: %s\n", err);
+        return 1;
+    }
+    const int V = petrel_model_n_vocab(m);
+    if (ps[0] < 0 && !petrel_model_has_mtp(m)) {
+        fprintf(stderr, "bench_mtp: %s has no MTP layer: use --p for controlled drafts\n", model);
+        return 1;
+    }
+    // Prompts: spread over the ids file, or synthetic.
+    petrel_token *all = NULL;
+    int n_all = 0;
+    if (ids_file) {
+        n_all = read_ids(ids_file, &all);
+        if (n_all < prompt_len) {
+            fprintf(stderr, "bench_mtp: %s: %d ids, fewer than --prompt-len %d\n", ids_file, n_all, prompt_len);
+            return 1;
+        }
+        for (int i = 0; i < n_all; i++)
+            if (all[i] >= V) {
+                fprintf(stderr, "bench_mtp: %s: id %d at index %d is past the vocabulary (%d)\n", ids_file, all[i], i,
+                        V);
+                return 1;
+            }
+    } else {
+        n_all = prompt_len * n_prompts;
+        all = malloc(sizeof *all * (size_t)n_all);
+        for (int i = 0; i < n_all; i++)
+            all[i] = (petrel_token)((1000u + 7919u * (uint32_t)i) % (uint32_t)V);
+    }
+    const int stride = n_prompts > 1 ? (n_all - prompt_len) / (n_prompts - 1) : 0;
+
+    petrel_context_params cp = petrel_context_default_params();
+    cp.n_ctx = (uint32_t)(prompt_len + n_gen + 8);
+    cp.n_batch = 64;
+    petrel_context *c = petrel_context_new(m, &cp, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, "bench_mtp: %s\n", err);
+        return 1;
+    }
+    if (do_preload && preload(c) < 0)
+        return 1;
+
+    petrel_token *ref = calloc((size_t)n_prompts * (size_t)n_gen, sizeof *ref); // off's tokens per prompt
+    petrel_token *got = malloc(sizeof *got * (size_t)n_gen);
+    // figures per (drafter, mode, rep)
+    figures *fig = calloc((size_t)n_p * 3 * MAX_REPS, sizeof *fig);
+    int identical = 1;
+    for (int rep = -1; rep < reps; rep++)
+        for (int pi = 0; pi < n_p; pi++)
+            for (int mi = 0; mi < n_modes; mi++) {
+                if (rep < 0 && (pi > 0 || mi > 0))
+                    continue; // warm-up: one short plain generation
+                // The off run does not depend on the drafter: once per repetition.
+                if (modes[mi] == PETREL_SPEC_OFF && pi > 0) {
+                    fig[(pi * 3 + mi) * MAX_REPS + rep] = fig[(0 * 3 + mi) * MAX_REPS + rep];
+                    continue;
+                }
+                figures *F = rep >= 0 ? &fig[(pi * 3 + mi) * MAX_REPS + rep] : NULL;
+                for (int k = 0; k < n_prompts; k++) {
+                    const petrel_token *prompt = all + (size_t)k * stride;
+                    drafter d = {.ref = ref + (size_t)k * n_gen, .n_ref = n_gen, .n_prompt = prompt_len,
+                                 .p = ps[pi], .salt = (uint32_t)k, .n_vocab = V};
+                    petrel_sampler_params sp = petrel_sampler_default_params();
+                    sp.temperature = (float)temp;
+                    sp.seed = seed + (uint64_t)k;
+                    petrel_sampler *smp = temp > 0 ? petrel_sampler_new(&sp, V) : NULL;
+                    petrel_gen_params gp = {.n_predict = rep < 0 ? (warmup > 1 ? warmup : 2) : n_gen,
+                                            .ignore_eos = true,
+                                            .speculative = modes[mi] != PETREL_SPEC_OFF,
+                                            .spec_mode = modes[mi],
+                                            .sampler = smp,
+                                            .draft_fn = ps[pi] >= 0 ? controlled_draft : NULL,
+                                            .draft_user = &d};
+                    run_acc acc = {.c = c, .toks = got, .cap = n_gen};
+                    petrel_kv_truncate(c, 0);
+                    petrel_reset_stats(c);
+                    petrel_gen_result res;
+                    if (petrel_generate(c, prompt, prompt_len, &gp, on_tok, &acc, &res) < 0) {
+                        fprintf(stderr, "bench_mtp: %s\n", petrel_context_error(c));
+                        return 1;
+                    }
+                    petrel_sampler_free(smp);
+                    double t_end = pt_now();
+                    if (!F)
+                        continue;
+                    if (modes[mi] == PETREL_SPEC_OFF) {
+                        if (rep == 0)
+                            memcpy(ref + (size_t)k * n_gen, got, sizeof *got * (size_t)n_gen);
+                    }
+                    if (memcmp(ref + (size_t)k * n_gen, got, sizeof *got * (size_t)n_gen) != 0) {
+                        identical = 0;
+                        fprintf(stderr, "bench_mtp: prompt %d, mode %s, p %.2f: tokens differ from off's\n", k,
+                                petrel_spec_mode_name(modes[mi]), ps[pi]);
+                    }
+                    pt_ecache_stats es;
+                    pt_ecache_get_stats(c->ecache, &es);
+                    petrel_stats st;
+                    petrel_get_stats(c, &st);
+                    F->toks += acc.n - 1;
+                    F->secs += t_end - acc.t_first;
+                    F->bytes += (double)(es.bytes_read - acc.first.bytes_read);
+                    F->uses += (double)(es.hits + es.misses - acc.first.hits - acc.first.misses);
+                    F->drafted += res.n_drafted;
+                    F->accepted += res.n_accepted;
+                    F->verifs += st.spec_verify_steps;
+                    F->plain += st.spec_used ? st.spec_plain_steps : (uint64_t)(acc.n - 1);
+                    F->probes += st.spec_probes;
+                    F->switches += st.spec_switches;
+                }
+            }
+
+    // Bytes of one expert (the first MoE block's slot), for mb_used.
+    double expert_bytes = 0;
+    for (int il = 0; il < (int)pt_hp_n_blocks(&m->hp) && expert_bytes == 0; il++)
+        if (m->exp_src[il].n_expert > 0)
+            expert_bytes = (double)pt_ecache_slot_bytes_for(&m->exp_src[il]);
+    for (int pi = 0; pi < n_p; pi++)
+        for (int mi = 0; mi < n_modes; mi++) {
+            double v[7][MAX_REPS];
+            for (int r = 0; r < reps; r++) {
+                const figures *F = &fig[(pi * 3 + mi) * MAX_REPS + r];
+                v[0][r] = F->secs > 0 ? F->toks / F->secs : 0;
+                v[1][r] = F->drafted ? (double)F->accepted / F->drafted : 0;
+                v[2][r] = F->toks > 0 ? F->bytes / 1e6 / F->toks : 0;
+                v[3][r] = F->toks > 0 ? F->uses / F->toks : 0;
+                v[4][r] = (double)F->verifs;
+                v[5][r] = (double)F->plain;
+                v[6][r] = (double)F->probes + 1e-6 * (double)F->switches;
+            }
+            char dname[16];
+            if (ps[pi] < 0)
+                snprintf(dname, sizeof dname, "mtp");
+            else
+                snprintf(dname, sizeof dname, "p%.2f", ps[pi]);
+            double sw = 0;
+            for (int r = 0; r < reps; r++)
+                sw += (double)fig[(pi * 3 + mi) * MAX_REPS + r].switches;
+            double upt = median(v[3], reps);
+            printf("MTP draft=%s mode=%s tok_s=%.3f accept=%.4f verifs=%.0f plain=%.0f probes=%.0f switches=%.1f "
+                   "mb_read_per_tok=%.3f experts_per_tok=%.2f mb_used_per_tok=%.3f identical=%d\n",
+                   dname, petrel_spec_mode_name(modes[mi]), median(v[0], reps), median(v[1], reps), median(v[4], reps),
+                   median(v[5], reps), median(v[6], reps), sw / reps, median(v[2], reps), upt,
+                   upt * expert_bytes / 1e6, identical);
+        }
+    petrel_print_stats(c, stderr);
+    free(fig);
+    free(ref);
+    free(got);
+    free(all);
+    petrel_context_free(c);
+    petrel_model_close(m);
+    return identical ? 0 : 3;
+}

@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# bench/mtp.sh — does MTP speculation pay (issue 13)? Two parts in one run,
+# every figure from bench/bench_mtp.c, which runs off / always / adaptive
+# interleaved in one process (same expert cache, same load) and checks that
+# every mode gives off's tokens.
+#
+#  1. The trained model (tests/fixtures/trained/, converted here with
+#     `petrel convert` to its default types: q4_0 experts, q8_0 trunk),
+#     prompts of PROMPT_LEN tokens from its held-out text (PROMPTS of them,
+#     NGEN tokens each, REPS repetitions, medians), the MTP layer drafting:
+#       resident    every expert preloaded;
+#       b25-cold    an expert cache of 25% of each layer's routed experts
+#                   (--experts-per-layer), the model file's pages dropped
+#                   (dd iflag=nocache), no usage file (no hot-store);
+#       b25-warm    the same with the usage file the cold run wrote.
+#     tok/s off / always / adaptive and acceptance, greedy, then acceptance
+#     sampled at temperature 0.7 (always mode; top-k off, seed fixed).
+#  2. bench16 (/work/bench-models/bench16.gguf, q4_0 experts, 13 GB) with a
+#     controlled-acceptance drafter (the main model's own next token with
+#     probability p) for p in PS: under a CAP_GIB cgroup-v1 memory cap
+#     (--ram CAP_GIB, the cap CAP_EXTRA_MIB above) and "resident": no cap,
+#     the default budget, after a warm-up generation, so the page cache is
+#     as warm as the machine allows (13 GB fits in 24 GB only when the
+#     others are idle: mb_read_per_tok says how resident it really was;
+#     RESIDENT_PRELOAD=1 preloads every expert instead, --ram 15G).
+#     tok/s off / always / adaptive, expert MB read and used per token.
+#
+# One "RUN part=… setting=… draft=… off_tok_s=… always_tok_s=… adaptive_tok_s=…
+# accept=… …" line per setting, then exactly one line:
+#   RESULT trained_accept=… trained_spec_speedup=… trained_adaptive_speedup=…
+#     breakeven_p_capped=… breakeven_p_resident=… adaptive_worst_loss=…
+#     trained_accept_t07=… trained_adaptive_min_speedup=…
+# trained_accept: greedy acceptance, resident; *_speedup: tok/s against off,
+# resident (min: the lowest adaptive / off over the three trained
+# settings); breakeven_p: where always / off crosses 1 (linear between the
+# measured p; "none" when always is slower even at p = 1, 0 when it is
+# faster at p = 0); adaptive_worst_loss: the worst 1 - adaptive / max(off,
+# always) over every setting and p (negative: adaptive beat both).
+# Missing models give "na".
+#
+# Environment: BUILD (build dir, default build-mtp), WORK (/work/bench-models),
+# MODEL16 (bench16 file), NGEN (64), PROMPTS (4), PROMPT_LEN (64), REPS (3),
+# NGEN16 (16), PROMPT16 (16), REPS16 (1), PS ("0,0.25,0.5,0.75,0.9,1"),
+# CAP_GIB (3), CAP_EXTRA_MIB (256), THREADS (2), SKIP_TRAINED=1,
+# SKIP_BENCH16=1, SKIP_RESIDENT16=1, RESIDENT_PRELOAD=1.
+# Needs root for the cgroup cap (without it the capped part runs uncapped
+# and says so). Run on an otherwise idle machine; the figures of a loaded
+# one are noisy (say the load with them).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib/capped.sh
+source "$ROOT/bench/lib/capped.sh"
+BUILD=${BUILD:-$ROOT/build-mtp}
+WORK=${WORK:-/work/bench-models}
+MODEL16=${MODEL16:-$WORK/bench16.gguf}
+NGEN=${NGEN:-64}
+PROMPTS=${PROMPTS:-4}
+PROMPT_LEN=${PROMPT_LEN:-64}
+REPS=${REPS:-3}
+NGEN16=${NGEN16:-16}
+PROMPT16=${PROMPT16:-16}
+REPS16=${REPS16:-1}
+PS=${PS:-0,0.25,0.5,0.75,0.9,1}
+CAP_GIB=${CAP_GIB:-3}
+CAP_EXTRA_MIB=${CAP_EXTRA_MIB:-256}
+THREADS=${THREADS:-2}
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+TRAINED=$ROOT/tests/fixtures/trained
+
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD" --target petrel bench_mtp -j2 >/dev/null
+PETREL=$BUILD/petrel
+cap_init mtp.sh
+OUT=$(mktemp -d /tmp/petrel-mtp-bench-XXXXXX)
+trap 'rm -rf "$OUT"' EXIT
+
+declare -A R
+for k in trained_accept trained_accept_t07 trained_spec_speedup trained_adaptive_speedup \
+         trained_adaptive_min_speedup breakeven_p_capped breakeven_p_resident; do
+    R[$k]=na
+done
+WORST=""     # worst adaptive loss seen
+TR_MIN=""    # lowest trained adaptive / off
+
+# mode_field LOG DRAFT MODE KEY: KEY of bench_mtp's line for (DRAFT, MODE).
+mode_field() {
+    local line
+    line=$(grep "^MTP draft=$2 mode=$3 " "$1.out" | head -1 || true)
+    field "$4" "$line"
+}
+
+# ratio A B: A / B with 3 decimals ("na" when either is missing or B is 0).
+ratio() {
+    awk -v a="$1" -v b="$2" 'BEGIN{ if (a == "" || b == "" || b + 0 == 0) print "na"; else printf "%.3f", a / b }'
+}
+
+# note_loss OFF ALWAYS ADAPTIVE: folds 1 - adaptive / max(off, always) into WORST.
+note_loss() {
+    local l
+    l=$(awk -v o="$1" -v a="$2" -v d="$3" 'BEGIN{ m = o > a ? o : a; if (m > 0 && d != "") printf "%.4f", 1 - d / m }')
+    [ -n "$l" ] || return 0
+    WORST=$(awk -v w="$WORST" -v l="$l" 'BEGIN{ print (w == "" || l > w) ? l : w }')
+}
+
+# setting_line PART SETTING DRAFT LOG: one RUN line (and the loss) for a (setting, drafter).
+setting_line() {
+    local part=$1 setting=$2 draft=$3 log=$4 off on ad
+    off=$(mode_field "$log" "$draft" off tok_s)
+    on=$(mode_field "$log" "$draft" always tok_s)
+    ad=$(mode_field "$log" "$draft" adaptive tok_s)
+    echo "RUN part=$part setting=$setting draft=$draft off_tok_s=$off always_tok_s=$on adaptive_tok_s=$ad" \
+         "spec_speedup=$(ratio "$on" "$off") adaptive_speedup=$(ratio "$ad" "$off")" \
+         "accept=$(mode_field "$log" "$draft" always accept)" \
+         "adaptive_verifs=$(mode_field "$log" "$draft" adaptive verifs) adaptive_plain=$(mode_field "$log" "$draft" adaptive plain)" \
+         "mb_read_per_tok_off=$(mode_field "$log" "$draft" off mb_read_per_tok)" \
+         "mb_read_per_tok_always=$(mode_field "$log" "$draft" always mb_read_per_tok)" \
+         "mb_used_per_tok_off=$(mode_field "$log" "$draft" off mb_used_per_tok)" \
+         "mb_used_per_tok_always=$(mode_field "$log" "$draft" always mb_used_per_tok)" \
+         "identical=$(mode_field "$log" "$draft" always identical)"
+    note_loss "$off" "$on" "$ad"
+}
+
+# ---- 1. the trained model -------------------------------------------------------
+if [ "${SKIP_TRAINED:-0}" != 1 ] && [ -f "$TRAINED/config.json" ]; then
+    TM=$OUT/trained.gguf
+    "$PETREL" convert "$TRAINED" -o "$TM" >/dev/null
+    # held-out text: the first 60 KB is plenty for PROMPTS prompts
+    head -c 60000 "$TRAINED/heldout.txt" | "$PETREL" tokenize --tokenizer "$TRAINED/tokenizer.json" - >"$OUT/heldout.ids"
+    n_exp=$(sed -n 's/.*"n_routed_experts": *\([0-9]*\).*/\1/p' "$TRAINED/config.json")
+    e25=$(( (n_exp + 3) / 4 ))
+    echo "trained model: $n_exp routed experts per layer, 25% = $e25; $PROMPTS prompts of $PROMPT_LEN held-out tokens," \
+         "$NGEN tokens each, $REPS repetitions; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    common=(-m "$TM" --ids-file "$OUT/heldout.ids" --prompts "$PROMPTS" --prompt-len "$PROMPT_LEN" -n "$NGEN"
+            --reps "$REPS" -t "$THREADS")
+    for setting in resident b25-cold b25-warm; do
+        log=$OUT/trained-$setting
+        case $setting in
+            resident) extra=(--preload --no-usage) ;;
+            b25-cold) dd if="$TM" iflag=nocache count=0 status=none 2>/dev/null || true
+                      rm -f "$OUT/trained.usage"
+                      extra=(--experts-per-layer "$e25" --usage "$OUT/trained.usage" --warmup 2) ;;
+            b25-warm) extra=(--experts-per-layer "$e25" --usage "$OUT/trained.usage") ;;
+        esac
+        if ! "$BUILD/bench_mtp" "${common[@]}" "${extra[@]}" >"$log.out" 2>"$log.err"; then
+            echo "RUN part=trained setting=$setting status=failed"
+            tail -3 "$log.err" >&2
+            continue
+        fi
+        setting_line trained "$setting" mtp "$log"
+        sp=$(ratio "$(mode_field "$log" mtp adaptive tok_s)" "$(mode_field "$log" mtp off tok_s)")
+        [ "$sp" = na ] || TR_MIN=$(awk -v m="$TR_MIN" -v s="$sp" 'BEGIN{ print (m == "" || s < m) ? s : m }')
+        if [ "$setting" = resident ]; then
+            R[trained_accept]=$(mode_field "$log" mtp always accept)
+            R[trained_spec_speedup]=$(ratio "$(mode_field "$log" mtp always tok_s)" "$(mode_field "$log" mtp off tok_s)")
+            R[trained_adaptive_speedup]=$sp
+            # sampled acceptance at temperature 0.7
+            if "$BUILD/bench_mtp" "${common[@]}" "${extra[@]}" --temp 0.7 --seed 7 --modes off,always \
+                >"$log-t07.out" 2>"$log-t07.err"; then
+                R[trained_accept_t07]=$(mode_field "$log-t07" mtp always accept)
+                echo "RUN part=trained setting=resident-t0.7 draft=mtp accept=${R[trained_accept_t07]}" \
+                     "off_tok_s=$(mode_field "$log-t07" mtp off tok_s) always_tok_s=$(mode_field "$log-t07" mtp always tok_s)" \
+                     "identical=$(mode_field "$log-t07" mtp always identical)"
+            fi
+        fi
+    done
+    R[trained_adaptive_min_speedup]=${TR_MIN:-na}
+else
+    echo "mtp.sh: no trained model at $TRAINED (or SKIP_TRAINED=1): trained keys are na" >&2
+fi
+
+# breakeven LOG: the p where always / off crosses 1, linear between measured p.
+breakeven() {
+    local log=$1 p prev_p="" prev_s="" s out=none first=1
+    for p in ${PS//,/ }; do
+        d=$(printf 'p%.2f' "$p")
+        s=$(ratio "$(mode_field "$log" "$d" always tok_s)" "$(mode_field "$log" "$d" off tok_s)")
+        [ "$s" = na ] && continue
+        if [ "$first" = 1 ] && awk -v s="$s" 'BEGIN{ exit !(s >= 1) }'; then
+            out=0
+            break
+        fi
+        first=0
+        if [ -n "$prev_s" ] && awk -v s="$s" 'BEGIN{ exit !(s >= 1) }'; then
+            out=$(awk -v p0="$prev_p" -v s0="$prev_s" -v p1="$p" -v s1="$s" \
+                  'BEGIN{ printf "%.3f", p0 + (1 - s0) * (p1 - p0) / (s1 - s0) }')
+            break
+        fi
+        prev_p=$p
+        prev_s=$s
+    done
+    echo "$out"
+}
+
+# ---- 2. bench16, controlled acceptance --------------------------------------------
+if [ "${SKIP_BENCH16:-0}" != 1 ] && [ -f "$MODEL16" ]; then
+    LIMIT=$(( (CAP_GIB << 30) + (CAP_EXTRA_MIB << 20) ))
+    common16=(-m "$MODEL16" --p "$PS" --prompt-len "$PROMPT16" -n "$NGEN16" --reps "$REPS16" --warmup 4 -t "$THREADS"
+              --no-usage)
+    echo "bench16: $MODEL16, p in $PS, $NGEN16 tokens after $PROMPT16, $REPS16 repetition(s);" \
+         "load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    log=$OUT/b16-capped
+    oom=$(run_capped "$LIMIT" "$log" "$BUILD/bench_mtp" "${common16[@]}" --ram "${CAP_GIB}G")
+    if [ "$(cat "$log.rc")" = 0 ]; then
+        for p in ${PS//,/ }; do setting_line bench16 "capped-${CAP_GIB}g" "$(printf 'p%.2f' "$p")" "$log"; done
+        R[breakeven_p_capped]=$(breakeven "$log")
+    else
+        echo "RUN part=bench16 setting=capped-${CAP_GIB}g status=failed oom_kills=$oom"
+        tail -3 "$log.err" >&2
+    fi
+    if [ "${SKIP_RESIDENT16:-0}" != 1 ]; then
+        log=$OUT/b16-resident
+        if [ "${RESIDENT_PRELOAD:-0}" = 1 ]; then res=(--preload --ram 15G); else res=(--warmup 8); fi
+        if "$BUILD/bench_mtp" "${common16[@]}" "${res[@]}" >"$log.out" 2>"$log.err"; then
+            for p in ${PS//,/ }; do setting_line bench16 resident "$(printf 'p%.2f' "$p")" "$log"; done
+            R[breakeven_p_resident]=$(breakeven "$log")
+        else
+            echo "RUN part=bench16 setting=resident status=failed"
+            tail -3 "$log.err" >&2
+        fi
+    fi
+else
+    echo "mtp.sh: no bench16 model at $MODEL16 (bench/stream.sh makes it) or SKIP_BENCH16=1: bench16 keys are na" >&2
+fi
+
+echo "RESULT trained_accept=${R[trained_accept]} trained_spec_speedup=${R[trained_spec_speedup]}" \
+     "trained_adaptive_speedup=${R[trained_adaptive_speedup]} breakeven_p_capped=${R[breakeven_p_capped]}" \
+     "breakeven_p_resident=${R[breakeven_p_resident]} adaptive_worst_loss=${WORST:-na}" \
+     "trained_accept_t07=${R[trained_accept_t07]} trained_adaptive_min_speedup=${R[trained_adaptive_min_speedup]}"
