@@ -11,6 +11,7 @@
 # (2 threads; the first five over the large decode shapes together).
 #
 # Usage: bench/kernels.sh [--quick] [--types all|T,T,...] [--types-only]
+#        bench/kernels.sh --incache [T,T,...]   (in-cache ns/block per path and type)
 #   BUILD_DIR=... to choose the build dir.
 # Memory: below ~2.5 GiB. Run it on an otherwise idle machine: other load
 # on the cores or on the memory bus shows up directly in the figures.
