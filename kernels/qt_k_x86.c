@@ -557,16 +557,24 @@ TGT5I q2k_w512 q2k_unpack_512(const pt_blk_q2_k *b)
     return u;
 }
 
-TGT5I sb_sums q2k_sums_x_512(const q2k_w512 *u, const block_q8_K *x)
+// The scaled lane sums of a 16-value-block type's four quant registers
+// (values 64k .. 64k + 63 in q[k], int16 scales sc[k]) with 256 activation
+// quants: Q2_K's and Q6_K's integer core.
+TGT5I __m256i sums16_x_512(const __m512i q[4], const __m512i sc[4], const int8_t *xqs)
 {
-    const __m256i mprod = _mm256_madd_epi16(u->mins, _mm256_loadu_si256((const __m256i *)x->bsums));
     __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
     #pragma GCC unroll 4
     for (int h = 0; h < 2; h++) {
-        s0 = dot_sc_512(s0, u->q[2 * h], x->qs + 128 * h, u->sc[2 * h]);
-        s1 = dot_sc_512(s1, u->q[2 * h + 1], x->qs + 128 * h + 64, u->sc[2 * h + 1]);
+        s0 = dot_sc_512(s0, q[2 * h], xqs + 128 * h, sc[2 * h]);
+        s1 = dot_sc_512(s1, q[2 * h + 1], xqs + 128 * h + 64, sc[2 * h + 1]);
     }
-    return (sb_sums){fold512(s0, s1), mprod};
+    return fold512(s0, s1);
+}
+
+TGT5I sb_sums q2k_sums_x_512(const q2k_w512 *u, const block_q8_K *x)
+{
+    const __m256i mprod = _mm256_madd_epi16(u->mins, _mm256_loadu_si256((const __m256i *)x->bsums));
+    return (sb_sums){sums16_x_512(u->q, u->sc, x->qs), mprod};
 }
 
 TGT5I sb_sums sums_q2_k_512(const pt_blk_q2_k *b, const block_q8_K *x)
@@ -668,13 +676,8 @@ TGT5I q6k_w512 q6k_unpack_512(const pt_blk_q6_k *b)
 TGT5I sb_sums q6k_sums_x_512(const q6k_w512 *u, const block_q8_K *x)
 {
     const __m256i off = _mm256_madd_epi16(u->s16, _mm256_loadu_si256((const __m256i *)x->bsums));
-    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-    #pragma GCC unroll 4
-    for (int h = 0; h < 2; h++) {
-        s0 = dot_sc_512(s0, u->q[2 * h], x->qs + 128 * h, u->sc[2 * h]);
-        s1 = dot_sc_512(s1, u->q[2 * h + 1], x->qs + 128 * h + 64, u->sc[2 * h + 1]);
-    }
-    return (sb_sums){_mm256_sub_epi32(fold512(s0, s1), _mm256_slli_epi32(off, 5)), _mm256_setzero_si256()};
+    return (sb_sums){_mm256_sub_epi32(sums16_x_512(u->q, u->sc, x->qs), _mm256_slli_epi32(off, 5)),
+                     _mm256_setzero_si256()};
 }
 
 TGT5I sb_sums sums_q6_k_512(const pt_blk_q6_k *b, const block_q8_K *x)
