@@ -87,6 +87,12 @@ int srv_engine_set_slots(srv_engine *e, int n, char *err, size_t errlen)
     return 0;
 }
 
+int srv_engine_batch(const srv_engine *e)
+{
+    uint32_t nb = e->cp.n_batch ? e->cp.n_batch : 512, nc = petrel_context_n_ctx(e->c);
+    return (int)(nb < nc ? nb : nc);
+}
+
 uint64_t srv_engine_expert_bytes(const srv_engine *e, int il)
 {
     const petrel_model *m = e->m;
@@ -158,7 +164,7 @@ int srv_generate(srv_engine *e, const srv_gen_params *p, srv_piece_fn piece, voi
     srv_seq s;
     if (srv_seq_begin(&s, e, e->c, p, SRV_REUSE_ALL, piece, user, cancel, r) == 0) {
         while (s.phase == SRV_SEQ_PREFILL)
-            srv_seq_prefill(&s, SRV_PREFILL_CHUNK);
+            srv_seq_prefill(&s, srv_engine_batch(e) < SRV_PREFILL_CHUNK ? srv_engine_batch(e) : SRV_PREFILL_CHUNK);
         while (s.phase == SRV_SEQ_DECODE) {
             if (petrel_decode(s.c, &s.next, NULL, 1, PETREL_LOGITS_LAST) < 0)
                 srv_seq_fail(&s, petrel_context_error(s.c));

@@ -69,6 +69,8 @@ void srv_engine_close(srv_engine *e);
 // for the server's parallel sequences. 0, or -1 + err (out of memory: the
 // slots made so far stay).
 int srv_engine_set_slots(srv_engine *e, int n, char *err, size_t errlen);
+// Most tokens one petrel_decode call of a slot takes (--batch, capped at the context).
+int srv_engine_batch(const srv_engine *e);
 // Bytes of one routed expert of block il (gate + up + down slices); 0 for
 // a dense block.
 uint64_t srv_engine_expert_bytes(const srv_engine *e, int il);

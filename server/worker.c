@@ -214,9 +214,11 @@ static void prefill_one(srv_worker *w)
         srv_slot *sl = &w->slots[i];
         if (!sl->started || sl->seq.phase != SRV_SEQ_PREFILL)
             continue;
+        // Alone, a prompt goes in pieces of the batch size (fewest passes over
+        // the experts); beside decoding sequences, in --prefill-chunk pieces.
         const bool inter = any_decoding(w);
         double t0 = pt_now();
-        int got = srv_seq_prefill(&sl->seq, w->chunk);
+        int got = srv_seq_prefill(&sl->seq, inter ? w->chunk : w->chunk_alone);
         double dt = pt_now() - t0;
         pthread_mutex_lock(&w->mu);
         if (got > 0) {
@@ -379,7 +381,7 @@ srv_worker *srv_worker_start(srv_engine *e, const srv_config *cfg, char *err, si
         snprintf(err, errlen, "--parallel %d: at most %d", np, SRV_MAX_SLOTS);
         return NULL;
     }
-    const uint32_t nb = e->cp.n_batch ? e->cp.n_batch : 512;
+    const uint32_t nb = (uint32_t)srv_engine_batch(e);
     if ((uint32_t)np > nb) {
         snprintf(err, errlen, "--parallel %d is more than the batch size %u (--batch)", np, nb);
         return NULL;
@@ -399,6 +401,7 @@ srv_worker *srv_worker_start(srv_engine *e, const srv_config *cfg, char *err, si
     w->chunk = cfg->prefill_chunk > 0 ? cfg->prefill_chunk : SRV_PREFILL_CHUNK;
     if ((uint32_t)w->chunk > nb)
         w->chunk = (int)nb; // one petrel_decode call per chunk
+    w->chunk_alone = (int)nb;
     w->print_stats = cfg->stats;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);

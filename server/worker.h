@@ -27,7 +27,7 @@ typedef struct srv_metrics {
     uint64_t steps;                  // decode steps (one petrel_decode_multi each)
     uint64_t rows;                   // sequences over those steps: mean batch = rows / steps
     uint64_t batch_hist[SRV_BATCH_BUCKETS]; // (non-cumulative) steps by size bucket
-    uint64_t prefill_chunks;         // prefill calls of at most --prefill-chunk tokens
+    uint64_t prefill_chunks;         // prefill calls (--prefill-chunk tokens at most beside decoding sequences)
     uint64_t prefill_chunks_interleaved; // ... run while other sequences were decoding
     double prefill_chunk_max_s;      // longest prefill chunk
     double step_gap_max_s;           // longest time between two decode steps with sequences decoding
@@ -59,7 +59,8 @@ typedef struct srv_worker {
     srv_slot slots[SRV_MAX_SLOTS];   // (n_slots)
     int n_slots;
     int n_running;                   // jobs holding slots
-    int chunk;                       // prompt tokens per prefill chunk
+    int chunk;                       // prompt tokens per prefill chunk while other sequences decode
+    int chunk_alone;                 // ... while none does (the batch size)
     int rr;                          // next slot considered for a prefill chunk (round robin)
     double last_step;                // time of the last decode step (0: none pending)
     bool print_stats;                // --stats: print the batching and engine figures at stop
