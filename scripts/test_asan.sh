@@ -6,10 +6,8 @@
 #   test_budget   runs petrel under a memory cgroup cap of ~56 MB and checks
 #                 peak RSS: ASan's shadow memory and quarantine make the RSS
 #                 meaningless and the cap kill it
-# LeakSanitizer is off here: the test harness (tests/testutil.c) and a few
-# CLI exit paths do not free what they allocate before exit; leaks are
-# checked by the fuzz targets, whose parsers must free on every error path
-# (docs/reliability.md).
+# LeakSanitizer is on: a leak in a test process or in any petrel it runs
+# (those inherit ASAN_OPTIONS and exit non-zero on a leak) fails the test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
@@ -20,6 +18,6 @@ targets=(petrel)
 for t in tests/test_*.c; do targets+=("$(basename "$t" .c)"); done
 cmake --build build-asan -j"$(nproc)" --target "${targets[@]}"
 export OMP_WAIT_POLICY=passive
-export ASAN_OPTIONS="detect_leaks=0"
+export ASAN_OPTIONS="detect_leaks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 ctest --test-dir build-asan --output-on-failure -j2 -E '^(fuzz_short|test_budget)$'
