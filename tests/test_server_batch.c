@@ -259,12 +259,19 @@ Test(server_batch, concurrent_chat_with_stop_strings)
         alone[i] = strdup(json_object_get_string(st_path(st_path(r, "choices", 0, "message"), "content", -1, NULL)));
         json_object_put(r);
     }
-    // A stop string from the middle of the first answer.
-    size_t l0 = strlen(alone[0]);
-    cr_assert(l0 >= 6, "answer too short to cut: '%s'", alone[0]);
+    // A stop string from the middle of the first answer: 3 printable ASCII
+    // bytes that need no escaping in JSON or the shell.
+    size_t l0 = strlen(alone[0]), at = l0;
+    for (size_t i = l0 / 2; i + 3 <= l0 && at == l0; i++) {
+        bool ok = true;
+        for (size_t k = i; k < i + 3; k++)
+            ok &= alone[0][k] >= 0x20 && alone[0][k] < 0x7f && !strchr("\"\\'", alone[0][k]);
+        if (ok)
+            at = i;
+    }
+    cr_assert(at < l0, "no plain 3 bytes in the second half of '%s' to stop at", alone[0]);
     char stop[8] = {0};
-    memcpy(stop, alone[0] + l0 / 2, 3);
-    cr_assert(!strchr(stop, '"') && !strchr(stop, '\\') && !strchr(stop, '\''), "awkward stop '%s'", stop);
+    memcpy(stop, alone[0] + at, 3);
     char *cmd = malloc(8192);
     int k = snprintf(cmd, 8192, "cd '%s' || exit 1; u=http://127.0.0.1:%d/v1/chat/completions; ", s.dir, s.port);
     for (int i = 0; i < 3; i++)
