@@ -19,7 +19,9 @@
 #   RESULT tokens=… repeat=… recall=… recall_read=… prefetch_wasted_frac=… prefetch_wasted_mb_per_tok=…
 #          and per capacity C in 12 25 50: lru_C= lfu_C= static_C= belady_C= belady_step_C= petrel_cold_C= petrel_warm_C=
 #          petrel_warm_pf_C= ratio_cold_C= ratio_warm_C= (Petrel's policy without prefetch / Belady)
-#          ratio_min= (the smallest ratio over capacities and cold/warm)
+#          ratio_warm_step_C= (/ belady-step: a token's experts resident together, the engine's model)
+#          ratio_warm_pf_C= (with the engine's lookahead prefetch, at the moment of use, / Belady)
+#          ratio_min= (the smallest of ratio_cold / ratio_warm over the capacities)
 # BUILD: build directory (default build-stream).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -62,12 +64,15 @@ for c in 12 25 50; do
         for k in repeat recall recall_read prefetch_wasted_frac prefetch_wasted_mb_per_tok; do result+=" $k=$(get "$r" $k)"; done
     fi
     bel=$(get "$r" belady)
-    rc=$(awk -v a="$(get "$r" petrel_cold)" -v b="$bel" 'BEGIN { printf "%.4f", b > 0 ? a / b : 0 }')
-    rw=$(awk -v a="$(get "$r" petrel_warm)" -v b="$bel" 'BEGIN { printf "%.4f", b > 0 ? a / b : 0 }')
+    rc=$(awk -v a="$(get "$r" petrel_cold)" -v b="$bel" 'BEGIN { printf "%.4f", (b > 0 ? a / b : 0) }')
+    rw=$(awk -v a="$(get "$r" petrel_warm)" -v b="$bel" 'BEGIN { printf "%.4f", (b > 0 ? a / b : 0) }')
     result+=" lru_$c=$(get "$r" lru) lfu_$c=$(get "$r" lfu) static_$c=$(get "$r" static_oracle) belady_$c=$bel"
     result+=" belady_step_$c=$(get "$r" belady_step)"
     result+=" petrel_cold_$c=$(get "$r" petrel_cold) petrel_warm_$c=$(get "$r" petrel_warm)"
+    rs=$(awk -v a="$(get "$r" petrel_warm)" -v b="$(get "$r" belady_step)" 'BEGIN { printf "%.4f", (b > 0 ? a / b : 0) }')
+    rp=$(awk -v a="$(get "$r" petrel_warm_pf)" -v b="$bel" 'BEGIN { printf "%.4f", (b > 0 ? a / b : 0) }')
     result+=" petrel_warm_pf_$c=$(get "$r" petrel_warm_pf) ratio_cold_$c=$rc ratio_warm_$c=$rw"
+    result+=" ratio_warm_step_$c=$rs ratio_warm_pf_$c=$rp"
     ratio_min=$(awk -v m="$ratio_min" -v a="$rc" -v b="$rw" 'BEGIN { m = a < m ? a : m; m = b < m ? b : m; print m }')
 done
 echo "RESULT $result ratio_min=$ratio_min"
