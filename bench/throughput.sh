@@ -9,7 +9,9 @@
 #   2. the same prefill cold (page cache dropped) under a CAP_GIB cgroup cap
 #      (Petrel --ram CAP_GIB): pp_capped_tok_s, llama_pp_capped_tok_s
 #      (a llama-bench run past LLAMA_TIMEOUT counts as PP / LLAMA_TIMEOUT: an
-#      upper bound of its speed), pp_capped_ratio
+#      upper bound of its speed; when the cap kills the default build, whose
+#      repacked weights are anonymous memory, the build without repacking
+#      runs instead), pp_capped_ratio
 #   3. aggregate decode of 1, 4 and 8 concurrent conversations (GEN tokens
 #      each, one petrel_decode_multi step for all of them per token: what
 #      `petrel serve` runs for concurrent requests), resident and capped,
@@ -35,7 +37,7 @@
 # GEN (64; resident decode), GEN_CAPPED (4: every capped step reads most of a
 # step's union from disk), GEN6 (32: the 6 GiB decode, twice), STREAMS ("1,4,8"), CAP_GIB (3), CAP_EXTRA_MIB (256),
 # THREADS (2), LLAMA_TIMEOUT (300), SKIP_LLAMA=1, SKIP_CAPPED=1, SKIP_RESIDENT=1,
-# OMP_WAIT_POLICY (default passive), LLAMA_BIN.
+# OMP_WAIT_POLICY (default passive), LLAMA_BIN, LLAMA_BIN_NOREPACK.
 # Needs root for drop_caches and cgroups (without, it says so and runs uncapped).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -55,6 +57,9 @@ THREADS=${THREADS:-2}
 LLAMA_TIMEOUT=${LLAMA_TIMEOUT:-300}
 LLAMA_CACHE=${LLAMA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/petrel/llamacpp-3.22.1}
 LLAMA_BIN=${LLAMA_BIN:-$LLAMA_CACHE/build/bin}
+# the default build repacks weights into anonymous memory, which a cap kills
+# (OOM); the build without repacking runs on the mmapped file
+LLAMA_BIN_NOREPACK=${LLAMA_BIN_NOREPACK:-$LLAMA_CACHE/build-norepack/bin}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 cap_init throughput.sh
 LIMIT=$((CAP_GIB * 1024 * 1024 * 1024 + CAP_EXTRA_MIB * 1024 * 1024))
@@ -73,13 +78,18 @@ line() { grep -m1 "^$2" "$1" 2>/dev/null | sed "s/^$2 //" || true; }
 line_where() { grep "^$2 " "$1" 2>/dev/null | grep -m1 " $3" | sed "s/^$2 //" || true; }
 ratio() { awk -v a="${1:-na}" -v b="${2:-na}" 'BEGIN{ if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b + 0 > 0) printf "%.3f", a / b; else print "na" }'; }
 
-# llama_pp LOG LIMIT: llama-bench prefill of PP tokens; prints its tok/s
-# (PP / LLAMA_TIMEOUT when it ran out of time, "na" when it failed).
+# llama_pp LOG LIMIT [BIN]: llama-bench prefill of PP tokens; prints its tok/s
+# (PP / LLAMA_TIMEOUT when it ran out of time, "oom" when the cap killed
+# it, "na" when it failed otherwise).
 llama_pp() {
-    local log=$1 limit=$2 rc
-    run_capped "$limit" "$log" timeout "$LLAMA_TIMEOUT" "$LLAMA_BIN/llama-bench" -m "$MODEL" -p "$PP" -n 0 \
+    local log=$1 limit=$2 bin=${3:-$LLAMA_BIN} rc
+    run_capped "$limit" "$log" timeout "$LLAMA_TIMEOUT" "$bin/llama-bench" -m "$MODEL" -p "$PP" -n 0 \
         -t "$THREADS" -r 1 -o json >/dev/null
     rc=$(cat "$log.rc")
+    if [ "$rc" = 137 ]; then
+        echo oom
+        return
+    fi
     if [ "$rc" = 124 ]; then
         awk -v n="$PP" -v t="$LLAMA_TIMEOUT" 'BEGIN{printf "%.4f\n", n / t}'
         return
@@ -126,7 +136,12 @@ if [ -z "${SKIP_CAPPED:-}" ]; then
         echo "-- capped ${CAP_GIB} GiB, cold: llama-bench -p $PP -n 0 -t $THREADS (timeout ${LLAMA_TIMEOUT}s)"
         drop_caches
         llama_cap=$(llama_pp "$OUT/llama-cap" "$LIMIT")
-        echo "llama.cpp pp$PP capped: $llama_cap tok/s"
+        echo "llama.cpp pp$PP capped (default build): $llama_cap tok/s"
+        if [ "$llama_cap" = oom ] && [ -x "$LLAMA_BIN_NOREPACK/llama-bench" ]; then
+            drop_caches
+            llama_cap=$(llama_pp "$OUT/llama-cap-norepack" "$LIMIT" "$LLAMA_BIN_NOREPACK")
+            echo "llama.cpp pp$PP capped (build without repacking): $llama_cap tok/s"
+        fi
     fi
 fi
 
