@@ -227,7 +227,6 @@ static void check_model(const char *type, bool all_paths)
 
 Test(decode_multi, f32_bit_identical) { check_model("f32", false); }
 Test(decode_multi, default_q8_q4_every_kernel_path) { check_model("default", true); }
-Test(decode_multi, q8_0_bit_identical) { check_model("q8_0", false); }
 
 Test(decode_multi, bad_arguments)
 {
