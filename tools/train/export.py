@@ -73,29 +73,39 @@ def greedy(net, prefix, n):
 
 
 @torch.no_grad()
-def heldout_eval(net, held, seq):
+def heldout_eval(net, held, seq, windows, unigram):
     """Over the whole held-out stream in non-overlapping windows of seq+2
     tokens: mean main CE, MTP CE (nats/token), top-1 accuracy of both, and
     the greedy MTP acceptance (MTP argmax at row t == the main model's
     argmax at position t+1, what --spec verifies)."""
-    n = (len(held) - 2) // seq
+    n = min(windows, (len(held) - 2) // seq)
+    uni = 0.0
+    rep, rep_n = np.zeros(len(net.moe_layers())), 0
     tot = {"tokens": 0, "main_nats": 0.0, "mtp_nats": 0.0, "main_top1": 0, "mtp_top1": 0, "mtp_accept": 0}
-    for w in range(n):
-        t = torch.from_numpy(held[w * seq:w * seq + seq + 2][None].astype(np.int64))
+    for s0 in np.linspace(0, len(held) - seq - 3, n).astype(np.int64):  # evenly spaced windows
+        t = torch.from_numpy(held[s0:s0 + seq + 2][None].astype(np.int64))
         lg, hn, _ = net(t[:, :-1])  # positions 0..seq
         ml = net.forward_mtp(hn[:, :-1], t[:, 1:-1])  # rows 0..seq-1 predict t+2
         tgt, tgt2 = t[0, 1:-1], t[0, 2:]
         main = lg[0, :-1]
         tot["tokens"] += seq
+        uni += float(-np.log(unigram[tgt.numpy()]).sum())
         tot["main_nats"] += float(torch.nn.functional.cross_entropy(main, tgt, reduction="sum"))
         tot["mtp_nats"] += float(torch.nn.functional.cross_entropy(ml[0], tgt2, reduction="sum"))
         tot["main_top1"] += int((main.argmax(-1) == tgt).sum())
         tot["mtp_top1"] += int((ml[0].argmax(-1) == tgt2).sum())
         tot["mtp_accept"] += int((ml[0].argmax(-1) == lg[0, 1:].argmax(-1)).sum())
+        # routing locality: share of token t's experts also chosen at t-1
+        for j, (_, moe) in enumerate(net.moe_layers()[:-1]):
+            ids = moe.last_ids.numpy()
+            same = (ids[1:, :, None] == ids[:-1, None, :]).any(-1).mean()
+            rep[j] += same * (len(ids) - 1)
+        rep_n += seq
     k = tot["tokens"]
-    return {"tokens": k, "main_nats": tot["main_nats"] / k, "mtp_nats": tot["mtp_nats"] / k,
+    return {"tokens": k, "unigram_nats": uni / k, "main_nats": tot["main_nats"] / k, "mtp_nats": tot["mtp_nats"] / k,
             "main_top1": tot["main_top1"] / k, "mtp_top1": tot["mtp_top1"] / k,
-            "mtp_greedy_accept": tot["mtp_accept"] / k}
+            "mtp_greedy_accept": tot["mtp_accept"] / k,
+            "expert_repeat_next_token_per_moe_layer": [float(x) / rep_n for x in rep[:-1]]}
 
 
 @torch.no_grad()
@@ -104,6 +114,7 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--ckpt", default=None)
+    ap.add_argument("--eval-windows", type=int, default=48, help="held-out windows of 256 tokens to evaluate")
     a = ap.parse_args()
     torch.set_num_threads(2)
     here = os.path.dirname(os.path.abspath(__file__))
@@ -166,7 +177,9 @@ def main():
     with open(os.path.join(refs, "manifest.json"), "w") as f:
         json.dump(man, f, indent=1)
         f.write("\n")
-    ev = heldout_eval(ref, held, 256)
+    tr = encode_docs(enc, os.path.join(a.work, "train.txt"))
+    c = np.bincount(tr, minlength=cfg["vocab_size"]).astype(np.float64) + 1
+    ev = heldout_eval(ref, held, 256, a.eval_windows, c / c.sum())
     sizes = {fn: os.path.getsize(os.path.join(a.out, fn)) for fn in os.listdir(a.out) if fn != "refs"}
     stats = {"step": ck["step"], "params": sum(p.numel() for p in net.parameters()), "bytes": sizes,
              "greedy_text": enc.decode(prefix) + "|" + enc.decode(out), "greedy_min_margin": mm, "heldout_eval": ev}
