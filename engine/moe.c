@@ -375,20 +375,22 @@ static int team_feed(petrel_context *c, int il, int B, int nu, team *t, bool *re
         int loading = 0;
         for (int j = 0; j < nu; j++)
             loading += st->ustate[j] == U_LOADING;
-        if (loading > 0) {
-            // Nothing to compute here: sleep on the next finished read.
+        const bool idle = atomic_load_explicit(&t->n_done, memory_order_acquire) == atomic_load(&t->tail);
+        if (loading > 0 || idle) {
+            // Nothing to compute here: sleep on the next finished read (ours,
+            // or a prefetch whose slot a deferred expert may then take).
             int wl = -1, we = -1;
             pt_err err = {{0}};
             const double t0 = pt_now();
             const int rc = pt_ecache_wait(ec, &wl, &we, &err);
             pt_ecache_lstats(ec, il)->t_wait_s += pt_now() - t0;
-            if (rc != 0 && on_read_done(c, il, rc, wl, we, &err) < 0)
-                return -1;
-            continue;
-        }
-        // Only deferred experts are left: they need the slots of experts
-        // still being computed; with none in progress there is no room at all.
-        if (atomic_load_explicit(&t->n_done, memory_order_acquire) == atomic_load(&t->tail)) {
+            if (rc != 0) {
+                if (on_read_done(c, il, rc, wl, we, &err) < 0)
+                    return -1;
+                continue;
+            }
+            // Nothing in flight and nothing being computed: the deferred
+            // experts must find room now, or there is none at all.
             team_release(c, il, t, released);
             int before = 0, after = 0;
             for (int j = 0; j < nu; j++)
