@@ -38,7 +38,6 @@ typedef struct layer_cache {
     bool *is_hot;           // (n_expert,) expert belongs to the hot-store
     uint64_t *freq;         // (n_expert,) demand uses (prior heat + this session)
     double *score;          // (n_expert,) decayed uses (halflife > 0), as of stamp
-    double *prior;          // (n_expert,) the usage file's share of uses, in decayed-score units (constant)
     uint64_t *stamp;        // (n_expert,) the layer's use count when score was last brought up to date
     uint64_t uses;          // demand uses of this layer so far (the decay's clock)
     double decay;           // log2 of the decay per use: -1 / (halflife * n_used)
@@ -282,16 +281,17 @@ pt_ecache *pt_ecache_new(const pt_ecache_cfg *cfg, pt_err *err)
         L->freq = calloc((size_t)L->src.n_expert, sizeof(uint64_t));
         L->score = calloc((size_t)L->src.n_expert, sizeof(double));
         L->stamp = calloc((size_t)L->src.n_expert, sizeof(uint64_t));
-        L->prior = calloc((size_t)L->src.n_expert, sizeof(double));
-        if (!L->slots || !L->where || !L->is_hot || !L->freq || !L->score || !L->stamp || !L->prior)
+        if (!L->slots || !L->where || !L->is_hot || !L->freq || !L->score || !L->stamp)
             goto oom;
         if (c->decayed) {
             // Prior heat as the score an expert of that share of the uses
             // settles at: one use in `share` of the layer's uses, summed
             // over the decay (per uses of half-life): share * per / ln 2.
-            // It never decays: popularity over earlier sessions stays a
-            // guide (what a hot-store pinned by heat gave, without fixing
-            // the slots), the session's recent uses come on top.
+            // It decays like the session's own uses: it orders the first
+            // few hundred tokens (what a hot-store pinned by heat gave,
+            // without fixing the slots), then the session's uses take over
+            // (a lasting prior from other text cost 1-1.5 points on the
+            // trained model's routing and gained nothing on random routing).
             const double per = cfg->halflife * (cfg->n_used > 0 ? cfg->n_used : 1);
             L->decay = -1.0 / per;
             double tot = 0;
@@ -299,7 +299,7 @@ pt_ecache *pt_ecache_new(const pt_ecache_cfg *cfg, pt_err *err)
                 for (int e = 0; e < L->src.n_expert; e++)
                     tot += (double)cfg->heat[(size_t)il * (size_t)cfg->heat_stride + (size_t)e];
             for (int e = 0; e < L->src.n_expert && tot > 0; e++)
-                L->prior[e] = (double)cfg->heat[(size_t)il * (size_t)cfg->heat_stride + (size_t)e] / tot * per /
+                L->score[e] = (double)cfg->heat[(size_t)il * (size_t)cfg->heat_stride + (size_t)e] / tot * per /
                               0.6931471805599453;
         }
         if (cfg->heat)
@@ -365,7 +365,6 @@ void pt_ecache_free(pt_ecache *c)
         free(L->freq);
         free(L->score);
         free(L->stamp);
-        free(L->prior);
     }
     free(c->layers);
     free(c->path);
@@ -384,7 +383,7 @@ void pt_ecache_free(pt_ecache *c)
 
 static bool evictable(const slot *s) { return s->state == S_READY && s->pins == 0 && !s->hot; }
 
-// Expert e's decayed use count now (without the prior).
+// Expert e's decayed use count now (the prior heat included).
 static double score_now(const layer_cache *L, int e)
 {
     return L->score[e] * exp2(L->decay * (double)(L->uses - L->stamp[e]));
@@ -398,8 +397,7 @@ static double score_now(const layer_cache *L, int e)
 static bool worse(const pt_ecache *c, const layer_cache *L, const slot *a, const slot *b)
 {
     if (c->decayed) {
-        const double sa = L->prior[a->expert] + score_now(L, a->expert) + !a->prefetched,
-                     sb = L->prior[b->expert] + score_now(L, b->expert) + !b->prefetched;
+        const double sa = score_now(L, a->expert) + !a->prefetched, sb = score_now(L, b->expert) + !b->prefetched;
         if (sa != sb)
             return sa < sb;
     } else if (!c->lru_only) {

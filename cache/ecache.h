@@ -14,8 +14,9 @@
 // Victims: the expert with the lowest score, the least recently used among
 // equals. The score is this session's demand uses, each counting half as
 // much every `halflife` tokens of the layer (recency and frequency
-// together; the engine's PT_EC_HALFLIFE), plus a lasting prior from the
-// usage file (the expert's share of earlier uses, in the same units). On
+// together; the engine's PT_EC_HALFLIFE), starting from a prior from the
+// usage file (the expert's share of earlier uses, in the same units, decaying
+// the same way). On
 // random routing (close to independent from token to token, skewed
 // popularity) this is LFU, which beats LRU by far; on the trained model's
 // routing (issue 13) the decay adds 1-2 points (bench/trace-replay.sh).

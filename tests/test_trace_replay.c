@@ -14,7 +14,7 @@
 //     LFU; the second evicts 2 and is never used (still resident: not
 //     wasted); 7 hits 0                                      -> 4/8, 0 wasted
 //   petrel warm, heat {2: 3 uses} from another trace: no hot-store unless
-//     asked; the heat is a lasting prior that keeps 2 once it is in:
+//     asked; the heat is a prior (decaying slowly) that keeps 2 once in:
 //     m h h m m(evicts 1) m(evicts 0, not 2) h m(evicts 1)  -> 3/8
 //   petrel warm with --pin-frac 0.5: the 2-slot budget keeps 1 LRU slot
 //     (one token's need) and pins expert 2 in the other, filled on its
