@@ -11,7 +11,10 @@
 //       batch with every position's logits. Per MODEL, against REF (the f32
 //       conversion): one line
 //       model=<path> top1=<agreement> kl_mean=<nats> kl_max=<nats> ppl=<ppl> ref_ppl=<ppl> positions=<n>
+//             top1_clear=<agreement> clear_positions=<n>
 //       top1: the argmax equals REF's; KL(REF || MODEL) per position;
+//       top1_clear: the same over the clear_positions where REF's top-1
+//       leads its second choice by more than 0.1 nats (log-probability);
 //       perplexity of the next token over positions that have one.
 #include <assert.h>
 #include <ctype.h>
@@ -163,6 +166,7 @@ typedef struct qacc {
     petrel_model *m;
     petrel_context *c;
     long agree, positions, nll_n;
+    long clear, clear_agree; // positions where REF's top-1 leads its top-2 by > 0.1 nats; of them agreeing
     double kl_sum, kl_max, nll; // nll: -sum log q(next token)
 } qacc;
 
@@ -274,7 +278,16 @@ static int ref_mode(int argc, char **argv)
                 const double kl = kl_div(p, lq, nv);
                 q[j].kl_sum += kl;
                 q[j].kl_max = kl > q[j].kl_max ? kl : q[j].kl_max;
-                q[j].agree += argmax(p, nv) == argmax(lq, nv);
+                const int ap = argmax(p, nv);
+                q[j].agree += ap == argmax(lq, nv);
+                double second = -INFINITY;
+                for (int v = 0; v < nv; v++)
+                    if (v != ap && p[v] > second)
+                        second = p[v];
+                if (p[ap] - second > 0.1) {
+                    q[j].clear++;
+                    q[j].clear_agree += ap == argmax(lq, nv);
+                }
                 q[j].positions++;
                 if (t + 1 < n) {
                     q[j].nll -= lq[ids[w0 + t + 1]];
@@ -285,10 +298,11 @@ static int ref_mode(int argc, char **argv)
     }
     for (int j = 0; j < n_models; j++) {
         assert(q[j].positions > 0);
-        printf("model=%s top1=%.4f kl_mean=%.6f kl_max=%.6f ppl=%.4f ref_ppl=%.4f positions=%ld\n", q[j].path,
-               (double)q[j].agree / (double)q[j].positions, q[j].kl_sum / (double)q[j].positions, q[j].kl_max,
+        printf("model=%s top1=%.4f kl_mean=%.6f kl_max=%.6f ppl=%.4f ref_ppl=%.4f positions=%ld top1_clear=%.4f "
+               "clear_positions=%ld\n",
+               q[j].path, (double)q[j].agree / (double)q[j].positions, q[j].kl_sum / (double)q[j].positions, q[j].kl_max,
                exp(q[j].nll / (double)(q[j].nll_n ? q[j].nll_n : 1)), exp(ref_nll / (double)(ref_n ? ref_n : 1)),
-               q[j].positions);
+               q[j].positions, q[j].clear ? (double)q[j].clear_agree / (double)q[j].clear : 0, q[j].clear);
         petrel_context_free(q[j].c);
         petrel_model_close(q[j].m);
     }
