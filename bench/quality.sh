@@ -11,7 +11,8 @@
 #     Petrel's default mix (routed experts q4_0, the rest q8_0).
 # Prints a table, then one line:
 #   RESULT q8_argmax=… q4_argmax=… q4_kl_mean=… q4_kl_max=… trained_f32_ppl=…
-#          trained_<T>_top1=… trained_<T>_kl=… trained_<T>_klmax=… trained_<T>_ppl=… (every T)
+#          trained_<T>_top1=… trained_<T>_kl=… trained_<T>_klmax=… trained_<T>_ppl=…
+#          trained_<T>_top1_clear=… (top-1 where f32 leads by > 0.1 nats) (every T)
 # Without the trained fixture, part 2 is skipped (said on stderr).
 # BUILD: build directory (default build, built with scripts/build.sh when
 # it is the default).
@@ -65,6 +66,7 @@ if trained_check; then
             "$(get "$line" kl_max)" "$(get "$line" ppl)" "$(mb "$WORK/trained-$t.gguf")"
         result+=" trained_${t}_top1=$(get "$line" top1) trained_${t}_kl=$(get "$line" kl_mean)"
         result+=" trained_${t}_klmax=$(get "$line" kl_max) trained_${t}_ppl=$(get "$line" ppl)"
+        result+=" trained_${t}_top1_clear=$(get "$line" top1_clear)"
     done
 fi
 echo "RESULT $result"
