@@ -31,28 +31,21 @@
 
 #include "common/util.h"
 #include "engine/context.h"
+#include "engine/stream.h"
 #include "petrel.h"
 
 #define MAX_P 16
 #define MAX_REPS 15
 #define MAX_PROMPTS 16
 
-// Reads every expert of every MoE block into the cache (bench_stream's).
+// Reads every expert into the cache (pt_stream_preload), saying why not.
 static int preload(petrel_context *c)
 {
-    const petrel_model *m = c->model;
-    const int nb = (int)pt_hp_n_blocks(&m->hp);
     pt_err err;
-    for (int il = 0; il < nb; il++)
-        for (int e = 0; e < m->exp_src[il].n_expert; e++) {
-            const void *w[3];
-            if (pt_ecache_acquire(c->ecache, il, e, w, &err) < 0) {
-                fprintf(stderr, "bench_mtp: preload: %s\n", err.msg);
-                return -1;
-            }
-            pt_ecache_release(c->ecache, il, e);
-        }
-    return 0;
+    if (pt_stream_preload(c, &err) == 0)
+        return 0;
+    fprintf(stderr, "bench_mtp: preload: %s\n", err.msg);
+    return -1;
 }
 
 // All integers in a text file (ids separated by anything else); malloc'ed.

@@ -18,23 +18,14 @@
 #include "io/reader.h"
 #include "petrel.h"
 
-// Reads every expert of every MoE block into the cache (the budget must
-// hold them all for this to make everything resident).
+// Reads every expert into the cache (pt_stream_preload), saying why not.
 static int preload(petrel_context *c)
 {
-    const petrel_model *m = c->model;
-    const int nb = (int)pt_hp_n_blocks(&m->hp);
     pt_err err;
-    for (int il = 0; il < nb; il++)
-        for (int e = 0; e < m->exp_src[il].n_expert; e++) {
-            const void *w[3];
-            if (pt_ecache_acquire(c->ecache, il, e, w, &err) < 0) {
-                fprintf(stderr, "preload: %s\n", err.msg);
-                return -1;
-            }
-            pt_ecache_release(c->ecache, il, e);
-        }
-    return 0;
+    if (pt_stream_preload(c, &err) == 0)
+        return 0;
+    fprintf(stderr, "preload: %s\n", err.msg);
+    return -1;
 }
 
 int main(int argc, char **argv)

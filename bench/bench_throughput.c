@@ -21,26 +21,19 @@
 
 #include "common/util.h"
 #include "engine/context.h"
+#include "engine/stream.h"
 #include "petrel.h"
 
 #define PROMPT 16
 
-// Reads every expert of every MoE block into the cache.
+// Reads every expert into the cache (pt_stream_preload), saying why not.
 static int preload(petrel_context *c)
 {
-    const petrel_model *m = c->model;
-    const int nb = (int)pt_hp_n_blocks(&m->hp);
     pt_err err;
-    for (int il = 0; il < nb; il++)
-        for (int e = 0; e < m->exp_src[il].n_expert; e++) {
-            const void *w[3];
-            if (pt_ecache_acquire(c->ecache, il, e, w, &err) < 0) {
-                fprintf(stderr, "preload: %s\n", err.msg);
-                return -1;
-            }
-            pt_ecache_release(c->ecache, il, e);
-        }
-    return 0;
+    if (pt_stream_preload(c, &err) == 0)
+        return 0;
+    fprintf(stderr, "preload: %s\n", err.msg);
+    return -1;
 }
 
 static petrel_token tok_at(int stream, int t, int n_vocab) { return (petrel_token)((stream * 7919 + t * 104729 + 13) % n_vocab); }

@@ -327,3 +327,17 @@ void pt_stream_trace(petrel_context *c, char kind, int il, int B, const int32_t 
         fputc('\n', f);
     }
 }
+
+int pt_stream_preload(petrel_context *c, pt_err *err)
+{
+    const petrel_model *m = c->model;
+    const int nb = (int)pt_hp_n_blocks(&m->hp);
+    for (int il = 0; il < nb; il++)
+        for (int e = 0; e < m->exp_src[il].n_expert; e++) {
+            const void *w[3];
+            if (pt_ecache_acquire(c->ecache, il, e, w, err) < 0)
+                return -1;
+            pt_ecache_release(c->ecache, il, e);
+        }
+    return 0;
+}

@@ -46,6 +46,12 @@ typedef struct pt_stream {
     FILE *trace;
 } pt_stream;
 
+// Reads every routed expert of every MoE block into c's expert cache, in
+// block then expert order; for benchmarks that want everything resident
+// (the budget must hold every expert for all of them to stay). Returns 0,
+// or -1 with err set by the first read that fails.
+int pt_stream_preload(petrel_context *c, pt_err *err);
+
 // Sets up c->stream and c->ecache from the model parameters (RAM budget,
 // I/O mode, hot-store from the usage file). -1 + err (naming the sizes when
 // the budget is too small).
