@@ -124,22 +124,6 @@ static TGTI __m128i iq4xs_scales(const pt_blk_iq4_xs *b)
     return _mm_packs_epi32(_mm256_castsi256_si128(ls), _mm256_extracti128_si256(ls, 1));
 }
 
-// Two IQ4_XS 32-blocks (2j, 2j+1) at once: one 32-byte load of their nibbles
-// gives, after the level lookup, the first halves of both blocks (L) and the
-// second halves (H); the activation quants are regrouped to match, and each
-// 128-bit lane meets its own block's scale (int16 in `sc`).
-static TGTI void iq4xs_pair(const uint8_t *qs, const int8_t *q8, __m256i tab, __m256i sc, __m256i *sL, __m256i *sH)
-{
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    const __m256i q = _mm256_loadu_si256((const __m256i *)qs);
-    const __m256i L = _mm256_shuffle_epi8(tab, _mm256_and_si256(q, m4));
-    const __m256i H = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
-    const __m256i a = _mm256_loadu_si256((const __m256i *)q8), b = _mm256_loadu_si256((const __m256i *)(q8 + 32));
-    const __m256i qL = _mm256_permute2x128_si256(a, b, 0x20), qH = _mm256_permute2x128_si256(a, b, 0x31);
-    *sL = _mm256_add_epi32(*sL, dot_signed(L, qL, sc));
-    *sH = _mm256_add_epi32(*sH, dot_signed(H, qH, sc));
-}
-
 // Sums of first halves (sL: lanes 0..3 block 2j, 4..7 block 2j + 1) and
 // second halves (sH) -> ggml's lanes: lane l < 4 = positions 4l.. of the
 // first halves of both blocks, lane 4 + l the same of the second halves.
@@ -148,27 +132,38 @@ static TGTI __m256i halves_to_lanes(__m256i sL, __m256i sH)
     return _mm256_add_epi32(_mm256_permute2x128_si256(sL, sH, 0x20), _mm256_permute2x128_si256(sL, sH, 0x31));
 }
 
+// One 32-block per step, its levels in value order: the block's 16 nibble
+// bytes broadcast to both 128-bit lanes (a load, no shuffle uop), shifted
+// by 0 (low lane: values 0..15) or 4 (high lane: 16..31) and looked up, so
+// the activation quants are used as stored (no regrouping permutes); the
+// block's int16 scale is picked from the eight with one pshufb. Two
+// accumulators (even / odd blocks) shorten the add chain; integer sums, so
+// the lanes are ggml's exactly.
 TGT float pt_vdot_iq4_xs_avx2(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK_K == 0);
     const pt_blk_iq4_xs *x = w;
     const block_q8_K *y = xq;
     const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl));
-    // int16 scale words (2j, 2j+1) into the low / high 128-bit lanes
-    const __m256i pick[4] = {
-        _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3),
-        _mm256_setr_epi8(4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7),
-        _mm256_setr_epi8(8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11,
-                         10, 11, 10, 11),
-        _mm256_setr_epi8(12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 14, 15, 14, 15, 14, 15, 14, 15,
-                         14, 15, 14, 15, 14, 15, 14, 15)};
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i shift = _mm256_setr_epi64x(0, 0, 4, 4);
     __m256 vacc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const __m256i ls = _mm256_broadcastsi128_si256(iq4xs_scales(&x[i]));
-        __m256i sL = _mm256_setzero_si256(), sH = _mm256_setzero_si256();
-        for (int j = 0; j < 4; j++)
-            iq4xs_pair(x[i].qs + 32 * j, y[i].qs + 64 * j, tab, _mm256_shuffle_epi8(ls, pick[j]), &sL, &sH);
-        vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(halves_to_lanes(sL, sH)), vacc);
+        __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x[i].qs + 16 * j)));
+            const __m256i W = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srlv_epi64(q, shift), m4));
+            const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * j));
+            const __m256i sc = _mm256_shuffle_epi8(ls, _mm256_set1_epi16((short)(0x0100 * (2 * j + 1) + 2 * j)));
+            const __m256i p = dot_signed(W, q8, sc);
+            if (j & 1)
+                s1 = _mm256_add_epi32(s1, p);
+            else
+                s0 = _mm256_add_epi32(s0, p);
+        }
+        vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), vacc);
     }
     return hsum8(vacc);
 }
@@ -271,6 +266,62 @@ TGT float pt_vdot_iq4_nl_avx2(const void *w, const void *xq, int64_t n)
 
 // ---- IQ2 ---------------------------------------------------------------------
 
+// The sign words and half scales of an IQ2_XXS super-block's
+// eight 32-blocks, computed side by side from the eight aux words (one per
+// block: 4 x 7 sign bits, 4-bit scale s on top). aux32 holds them in the
+// order [0 1 4 5 | 2 3 6 7] (what one shuffle_ps of the two halves of the
+// 64 bytes gives). sign word = the 4 ksigns bytes (7 stored bits, bit 7 =
+// their parity: ggml's ksigns_iq2xs, the SWAR fold of ksigns4 below);
+// SA / SB (LA / LB) = the sign words (scales 2 s + 1) of blocks 0 1 4 5 /
+// 2 3 6 7 in both 128-bit lanes, so one in-lane pshufb per block spreads
+// them (xxs_pick).
+typedef struct {
+    __m256i SA, SB, LA, LB;
+} xxs_side;
+
+static TGTI xxs_side xxs_signs_scales(__m256i aux32)
+{
+    const __m256i a = aux32;
+    __m256i s = _mm256_or_si256(
+        _mm256_or_si256(_mm256_and_si256(a, _mm256_set1_epi32(0x7f)),
+                        _mm256_and_si256(_mm256_slli_epi32(a, 1), _mm256_set1_epi32(0x7f00))),
+        _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(a, 2), _mm256_set1_epi32(0x7f0000)),
+                        _mm256_and_si256(_mm256_slli_epi32(a, 3), _mm256_set1_epi32(0x7f000000))));
+    __m256i t = _mm256_xor_si256(s, _mm256_srli_epi32(s, 4));
+    t = _mm256_xor_si256(t, _mm256_srli_epi32(t, 2));
+    t = _mm256_xor_si256(t, _mm256_srli_epi32(t, 1));
+    s = _mm256_or_si256(s, _mm256_slli_epi32(_mm256_and_si256(t, _mm256_set1_epi32(0x01010101)), 7));
+    const __m256i ls = _mm256_add_epi32(_mm256_slli_epi32(_mm256_srli_epi32(a, 28), 1), _mm256_set1_epi32(1));
+    return (xxs_side){_mm256_permute2x128_si256(s, s, 0x00), _mm256_permute2x128_si256(s, s, 0x11),
+                      _mm256_permute2x128_si256(ls, ls, 0x00), _mm256_permute2x128_si256(ls, ls, 0x11)};
+}
+
+// Block ib's +1 / -1 per value (*sg) and its int16 scale in every word (*sc).
+static TGTI void xxs_pick(const xxs_side *v, int ib, __m256i *sg, __m256i *sc)
+{
+    const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201ull);
+    const int pos = (ib & 1) | ((ib & 4) >> 1); // word of block ib in SA (ib & 2 == 0) or SB
+    const __m256i S = (ib & 2) ? v->SB : v->SA, L = (ib & 2) ? v->LB : v->LA;
+    const char b0 = (char)(4 * pos), b1 = (char)(4 * pos + 1), b2 = (char)(4 * pos + 2), b3 = (char)(4 * pos + 3);
+    const __m256i sel = _mm256_setr_epi8(b0, b0, b0, b0, b0, b0, b0, b0, b1, b1, b1, b1, b1, b1, b1, b1, b2, b2, b2,
+                                         b2, b2, b2, b2, b2, b3, b3, b3, b3, b3, b3, b3, b3);
+    const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(S, sel), bit), bit);
+    *sg = _mm256_or_si256(neg, _mm256_set1_epi8(1));
+    *sc = _mm256_shuffle_epi8(L, _mm256_set1_epi16((short)(0x0100 * b1 + b0)));
+}
+
+// The aux words of the super-block's 64 bytes qs (8 x [4 grid bytes, aux])
+// in xxs_signs_scales' order.
+static TGTI __m256i xxs_aux(const uint8_t *qs)
+{
+    const __m256 r0 = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)qs));
+    const __m256 r1 = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(qs + 32)));
+    return _mm256_castps_si256(_mm256_shuffle_ps(r0, r1, 0xdd));
+}
+
+// Signs and scales of all eight blocks computed once per super-block in
+// vector registers (xxs_side), then per block: the four grid entries, one
+// pshufb + and + cmpeq for the signs, one pshufb for the scale.
 TGT float pt_vdot_iq2_xxs_avx2(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK_K == 0);
@@ -278,16 +329,17 @@ TGT float pt_vdot_iq2_xxs_avx2(const void *w, const void *xq, int64_t n)
     const block_q8_K *y = xq;
     __m256 vacc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
+        const xxs_side v = xxs_signs_scales(xxs_aux(x[i].qs));
         __m256i sum = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *q = x[i].qs + 8 * ib;
-            const uint32_t aux = pt_iq_u32(q + 4);
             const __m256i g = _mm256_set_epi64x((int64_t)pt_iq2xxs_grid[q[3]], (int64_t)pt_iq2xxs_grid[q[2]],
                                                 (int64_t)pt_iq2xxs_grid[q[1]], (int64_t)pt_iq2xxs_grid[q[0]]);
             const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
-            const __m256i sc = _mm256_set1_epi16((int16_t)(2 * (aux >> 28) + 1));
-            sum = _mm256_add_epi32(sum, mul_scaled(g, _mm256_sign_epi8(q8, signs_from_ksigns(aux)), sc));
+            __m256i sg, sc;
+            xxs_pick(&v, ib, &sg, &sc);
+            sum = _mm256_add_epi32(sum, mul_scaled(g, _mm256_sign_epi8(q8, sg), sc));
         }
         vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), vacc);
     }
