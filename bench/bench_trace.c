@@ -401,6 +401,100 @@ static double run_belady(const trace *t, int cap)
     return uses ? (double)hits / (double)uses : 0;
 }
 
+// Belady-step with the engine's prefetch candidates: the same 'P' lines
+// (the prefetch_top best, as petrel_prefetch reads) may be admitted before
+// their layer's step, and a use is a hit when its expert is resident then,
+// as the engine counts a prefetched expert. Offline choice for both: the
+// furthest next use leaves first; a candidate is admitted only when its
+// next use is sooner than the furthest resident's (a prefetch the oracle
+// would waste is not made); a token's experts of a layer stay resident
+// together. The bound to hold "petrel +pf" against (plain Belady never
+// prefetches, so a prefetching policy can exceed it). *reads: experts read
+// (demand misses + admitted candidates) over the counted positions.
+static double run_belady_pf(const trace *t, int cap, uint64_t *reads)
+{
+    const size_t ne = (size_t)t->n_expert, nb = (size_t)t->n_blocks;
+    uint64_t *next = malloc(sizeof(uint64_t) * 16 * (size_t)t->n); // next 'A' use after entry i
+    uint64_t *seen = malloc(sizeof(uint64_t) * nb * ne);
+    for (size_t x = 0; x < nb * ne; x++)
+        seen[x] = UINT64_MAX;
+    for (int i = t->n - 1; i >= 0; i--) {
+        const step *st = &t->s[i];
+        for (int k = 0; k < st->n; k++)
+            next[(size_t)i * 16 + k] = seen[(size_t)st->layer * ne + st->ids[k]];
+        if (st->kind == 'A')
+            for (int k = 0; k < st->n; k++)
+                seen[(size_t)st->layer * ne + st->ids[k]] = (uint64_t)i;
+    }
+    uint64_t *nu = malloc(sizeof(uint64_t) * nb * ne); // resident: its next use; else 0
+    uint8_t *in = calloc(nb * ne, 1);
+    int *n_in = calloc(nb, sizeof(int));
+    uint64_t hits = 0, uses = 0;
+    *reads = 0;
+    for (int i = 0; i < t->n; i++) {
+        const step *st = &t->s[i];
+        const size_t base = (size_t)st->layer * ne;
+        const bool counted = st->pos >= count_from;
+        if (st->kind == 'P') {
+            const int top = t->best_first && t->prefetch_top > 0 && t->prefetch_top < st->n ? t->prefetch_top : st->n;
+            for (int k = 0; k < top && cap > 0; k++) {
+                const int e = st->ids[k];
+                const uint64_t n_e = next[(size_t)i * 16 + k];
+                if (in[base + e] || n_e == UINT64_MAX)
+                    continue;
+                if (n_in[st->layer] >= cap) {
+                    int v = -1;
+                    for (size_t x = 0; x < ne; x++)
+                        if (in[base + x] && (v < 0 || nu[base + x] > nu[base + (size_t)v]))
+                            v = (int)x;
+                    if (nu[base + (size_t)v] <= n_e)
+                        continue;
+                    in[base + (size_t)v] = 0;
+                    n_in[st->layer]--;
+                }
+                in[base + e] = 1;
+                nu[base + e] = n_e;
+                n_in[st->layer]++;
+                *reads += counted;
+            }
+            continue;
+        }
+        uint8_t cur[1024] = {0};
+        for (int k = 0; k < st->n; k++)
+            cur[st->ids[k]] = 1;
+        for (int k = 0; k < st->n; k++) {
+            const int e = st->ids[k];
+            uses += counted;
+            if (in[base + e]) {
+                hits += counted;
+            } else {
+                if (cap <= 0)
+                    continue;
+                *reads += counted;
+                if (n_in[st->layer] >= cap) {
+                    int v = -1;
+                    for (size_t x = 0; x < ne; x++)
+                        if (in[base + x] && !cur[x] && (v < 0 || nu[base + x] > nu[base + (size_t)v]))
+                            v = (int)x;
+                    if (v < 0)
+                        continue; // (a token routing to more experts than the capacity)
+                    in[base + (size_t)v] = 0;
+                    n_in[st->layer]--;
+                }
+                in[base + e] = 1;
+                n_in[st->layer]++;
+            }
+            nu[base + e] = next[(size_t)i * 16 + k];
+        }
+    }
+    free(next);
+    free(seen);
+    free(nu);
+    free(in);
+    free(n_in);
+    return uses ? (double)hits / (double)uses : 0;
+}
+
 // ---- the engine's own cache -------------------------------------------------
 
 enum { FAKE_SLICE = 64 }; // bytes of each scratch-file slice (the cache's logic never looks at them)
@@ -826,6 +920,8 @@ int main(int argc, char **argv)
     double bel = run_belady(&t, (int)slots);
     double bels = run_policy(&t, (int)slots, NULL, POL_BELADY_STEP, false);
     double so = run_static_oracle(&t, (int)slots);
+    uint64_t belpf_reads = 0;
+    double belpf = t.n_expert <= 1024 ? run_belady_pf(&t, (int)slots, &belpf_reads) : 0;
     pstats pc, pcp, pw = {0}, pwp = {0};
     if (run_petrel(&t, used_layer, slots, NULL, false, &pc) < 0 || run_petrel(&t, used_layer, slots, NULL, true, &pcp) < 0)
         return 1;
@@ -862,6 +958,7 @@ int main(int argc, char **argv)
     ROW("static-oracle", so);
     ROW("belady", bel);
     ROW("belady-step", bels);
+    ROW("belady-step+pf", belpf);
     const pstats *pp = prior ? &pwp : &pcp; // the engine's default run: prefetch on
     const double wasted_frac = pp->prefetch_reads ? (double)pp->wasted / (double)pp->prefetch_reads : 0;
     const double wasted_mb_tok = tokens ? (double)pp->wasted * (double)t.slot_bytes / 1e6 / tokens : 0;
@@ -870,6 +967,9 @@ int main(int argc, char **argv)
            "(%.1f%%), %.3f MB wasted and %.3f MB read per token\n",
            prior ? "warm" : "cold", pp->n_hot, 100.0 * pp->n_hot / (double)total, (unsigned long long)pp->prefetch_reads,
            (unsigned long long)pp->wasted, 100 * wasted_frac, wasted_mb_tok, read_mb_tok);
+    const double uses_all = pp->uses ? (double)pp->uses : 1;
+    printf("expert reads per use (bytes read / bytes used): belady %.3f, belady-step+pf %.3f, petrel %s+pf %.3f\n",
+           1 - bel, (double)belpf_reads / uses_all, prior ? "warm" : "cold", (double)pp->reads / uses_all);
     printf("locality: token-to-token repeat %.1f%%; one-layer-ahead recall %.1f%% (of the %s read: recall %.1f%%, "
            "precision %.1f%%)\n",
            100 * loc.repeat, 100 * loc.recall, t.best_first ? "best predictions" : "predictions",
@@ -879,6 +979,9 @@ int main(int argc, char **argv)
            slots, lru, lfu, hot, pf, hotpf, hotlfu, hotlfupf, so, bel, RATE(pc), RATE(pcp));
     if (prior)
         printf(" petrel_warm=%.4f petrel_warm_pf=%.4f", RATE(pw), RATE(pwp));
+    printf(" belady_pf=%.4f belady_pf_reads=%.4f petrel_pf_reads=%.4f petrel_pf_vs_belady_pf=%.4f", belpf,
+           (double)belpf_reads / uses_all, (double)pp->reads / uses_all,
+           belpf > 0 ? (prior ? RATE(pwp) : RATE(pcp)) / belpf : 0);
     printf(" belady_step=%.4f petrel_vs_belady=%.4f petrel_vs_belady_step=%.4f repeat=%.4f recall=%.4f recall_read=%.4f prefetch_wasted_frac=%.4f "
            "prefetch_wasted_mb_per_tok=%.4f\n",
            bels, bel > 0 ? (prior ? RATE(pw) : RATE(pc)) / bel : 0, bels > 0 ? (prior ? RATE(pw) : RATE(pc)) / bels : 0,

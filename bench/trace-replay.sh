@@ -21,6 +21,9 @@
 #          petrel_warm_pf_C= ratio_cold_C= ratio_warm_C= (Petrel's policy without prefetch / Belady)
 #          ratio_warm_step_C= (/ belady-step: a token's experts resident together, the engine's model)
 #          ratio_warm_pf_C= (with the engine's lookahead prefetch, at the moment of use, / Belady)
+#          belady_pf_C= (belady-step given the same prefetch candidates, admitting only those
+#          that pay: the bound for a prefetching policy) ratio_pf_C= (petrel_warm_pf / belady_pf)
+#          reads_belady_C= reads_belady_pf_C= reads_petrel_pf_C= (experts read per use: bytes)
 #          ratio_min= (the smallest of ratio_cold / ratio_warm over the capacities)
 # BUILD: build directory (default build-stream).
 set -euo pipefail
@@ -73,6 +76,11 @@ for c in 12 25 50; do
     rp=$(awk -v a="$(get "$r" petrel_warm_pf)" -v b="$bel" 'BEGIN { printf "%.4f", (b > 0 ? a / b : 0) }')
     result+=" petrel_warm_pf_$c=$(get "$r" petrel_warm_pf) ratio_cold_$c=$rc ratio_warm_$c=$rw"
     result+=" ratio_warm_step_$c=$rs ratio_warm_pf_$c=$rp"
+    rq=$(awk -v a="$(get "$r" petrel_warm_pf)" -v b="$(get "$r" belady_pf)" 'BEGIN { printf "%.4f", (b > 0 ? a / b : 0) }')
+    result+=" belady_pf_$c=$(get "$r" belady_pf) ratio_pf_$c=$rq"
+    result+=" reads_belady_$c=$(awk -v b="$bel" 'BEGIN { printf "%.4f", 1 - b }')"
+    result+=" reads_belady_pf_$c=$(get "$r" belady_pf_reads) reads_petrel_pf_$c=$(get "$r" petrel_pf_reads)"
+    ratio_pf_min=$(awk -v m="${ratio_pf_min:-9}" -v a="$rq" 'BEGIN { print (a < m ? a : m) }')
     ratio_min=$(awk -v m="$ratio_min" -v a="$rc" -v b="$rw" 'BEGIN { m = a < m ? a : m; m = b < m ? b : m; print m }')
 done
-echo "RESULT $result ratio_min=$ratio_min"
+echo "RESULT $result ratio_min=$ratio_min ratio_pf_min=$ratio_pf_min"

@@ -21,6 +21,9 @@
 //     first use: m h h m(evicts 0) m(hot) h h m              -> 4/8
 //   petrel cold with a half-life of half a token: old uses fade, so it
 //     evicts as LRU does                                    -> 4/8
+//   belady-step + the same prefetch candidates: at 4, "2" (next use 4)
+//     replaces 0 (next use 7, after 1's at 5); "1 at 7" is never used
+//     again, so not read: m h h m pf h h h m -> 5/8, 4 reads (0.5 per use)
 //   repeat: positions 1 and 2 repeat the previous token's expert -> 2/7
 //   recall: the prediction at 4 is right, at 7 wrong         -> 1/2
 #include <criterion/criterion.h>
@@ -68,6 +71,8 @@ Test(trace_replay, hand_trace)
     cr_assert_float_eq(field(out, "belady"), 0.5, 1e-9, "%s", out);
     cr_assert_float_eq(field(out, "belady_step"), 0.5, 1e-9, "%s", out);
     cr_assert_float_eq(field(out, "static_oracle"), 0.75, 1e-9, "%s", out);
+    cr_assert_float_eq(field(out, "belady_pf"), 0.625, 1e-9, "%s", out);
+    cr_assert_float_eq(field(out, "belady_pf_reads"), 0.5, 1e-9, "%s", out);
     cr_assert_float_eq(field(out, "petrel_cold"), 0.375, 1e-9, "%s", out);
     cr_assert_float_eq(field(out, "petrel_cold_pf"), 0.5, 1e-9, "%s", out);
     cr_assert_float_eq(field(out, "petrel_warm"), 0.375, 1e-9, "%s", out);
