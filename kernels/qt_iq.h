@@ -6,6 +6,7 @@
 #ifndef PETREL_KERNELS_QT_IQ_H
 #define PETREL_KERNELS_QT_IQ_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 // pt_deq_*: ggml's dequantize_row_* bit for bit (pt_dequant_fn).
@@ -46,6 +47,10 @@ float pt_vdot_iq3_s_avx2(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq2_s_avx2(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq4_xs_avx2(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq1_m_avx2(const void *w, const void *xq, int64_t n);
+// One row times 4 activation rows at xq + j * ldx bytes, each output bit
+// for bit the AVX2 vdot (batched products; qtypes.h pt_vdot4_fn).
+void pt_vdot4_iq2_xxs_avx2(const void *w, const void *xq, size_t ldx, int64_t n, float *out);
+void pt_vdot4_iq4_xs_avx2(const void *w, const void *xq, size_t ldx, int64_t n, float *out);
 float pt_vdot_iq2_xxs_avx512(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq2_xs_avx512(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq2_s_avx512(const void *w, const void *xq, int64_t n);
@@ -74,6 +79,8 @@ float pt_vdot_iq4_xs_avx512(const void *w, const void *xq, int64_t n);
 #define pt_vdot_iq4_xs_avx512 NULL
 #define pt_vdot_iq1_m_avx2 NULL
 #define pt_vdot_iq1_m_avx512 NULL
+#define pt_vdot4_iq2_xxs_avx2 NULL
+#define pt_vdot4_iq4_xs_avx2 NULL
 #endif
 
 #endif

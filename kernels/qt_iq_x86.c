@@ -168,6 +168,48 @@ TGT float pt_vdot_iq4_xs_avx2(const void *w, const void *xq, int64_t n)
     return hsum8(vacc);
 }
 
+// One IQ4_XS row times 4 activation rows at xq + r * ldx bytes (batched
+// products): the levels, their magnitudes and the block scale are made
+// once per 32-block for the four; each output takes exactly the integer
+// sums and float operations of pt_vdot_iq4_xs_avx2, so equals it bit for bit.
+TGT void pt_vdot4_iq4_xs_avx2(const void *w, const void *xq, size_t ldx, int64_t n, float *out)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_iq4_xs *x = w;
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl));
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i shift = _mm256_setr_epi64x(0, 0, 4, 4);
+    __m256 vacc[4];
+    for (int r = 0; r < 4; r++)
+        vacc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const block_q8_K *y[4];
+        for (int r = 0; r < 4; r++)
+            y[r] = (const block_q8_K *)((const char *)xq + r * ldx) + i;
+        const __m256i ls = _mm256_broadcastsi128_si256(iq4xs_scales(&x[i]));
+        __m256i sum[4];
+        for (int r = 0; r < 4; r++)
+            sum[r] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x[i].qs + 16 * j)));
+            const __m256i W = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srlv_epi64(q, shift), m4));
+            const __m256i A = _mm256_sign_epi8(W, W);
+            const __m256i sc = _mm256_shuffle_epi8(ls, _mm256_set1_epi16((short)(0x0100 * (2 * j + 1) + 2 * j)));
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[r]->qs + 32 * j));
+                sum[r] = _mm256_add_epi32(sum[r], mul_scaled(A, _mm256_sign_epi8(q8, W), sc));
+            }
+        }
+        const float dw = h2f(x[i].d);
+        for (int r = 0; r < 4; r++)
+            vacc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * y[r]->d), _mm256_cvtepi32_ps(sum[r]), vacc[r]);
+    }
+    for (int r = 0; r < 4; r++)
+        out[r] = hsum8(vacc[r]);
+}
+
 // IQ4_NL blocks b, b + 1 as AVX2 operands: L / H = the levels of the first /
 // second halves of both blocks (block b in the low 128-bit lane), qL / qH
 // the activation quants regrouped to match.
@@ -344,6 +386,45 @@ TGT float pt_vdot_iq2_xxs_avx2(const void *w, const void *xq, int64_t n)
         vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), vacc);
     }
     return 0.125f * hsum8(vacc);
+}
+
+// One IQ2_XXS row times 4 activation rows (as pt_vdot4_iq4_xs_avx2): the
+// grid entries, signs and scale of each 32-block are made once for the
+// four, each output bit for bit pt_vdot_iq2_xxs_avx2's.
+TGT void pt_vdot4_iq2_xxs_avx2(const void *w, const void *xq, size_t ldx, int64_t n, float *out)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_iq2_xxs *x = w;
+    __m256 vacc[4];
+    for (int r = 0; r < 4; r++)
+        vacc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const block_q8_K *y[4];
+        for (int r = 0; r < 4; r++)
+            y[r] = (const block_q8_K *)((const char *)xq + r * ldx) + i;
+        const xxs_side v = xxs_signs_scales(xxs_aux(x[i].qs));
+        __m256i sum[4];
+        for (int r = 0; r < 4; r++)
+            sum[r] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int ib = 0; ib < 8; ib++) {
+            const uint8_t *q = x[i].qs + 8 * ib;
+            const __m256i g = _mm256_set_epi64x((int64_t)pt_iq2xxs_grid[q[3]], (int64_t)pt_iq2xxs_grid[q[2]],
+                                                (int64_t)pt_iq2xxs_grid[q[1]], (int64_t)pt_iq2xxs_grid[q[0]]);
+            __m256i sg, sc;
+            xxs_pick(&v, ib, &sg, &sc);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[r]->qs + 32 * ib));
+                sum[r] = _mm256_add_epi32(sum[r], mul_scaled(g, _mm256_sign_epi8(q8, sg), sc));
+            }
+        }
+        const float dw = h2f(x[i].d);
+        for (int r = 0; r < 4; r++)
+            vacc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * y[r]->d), _mm256_cvtepi32_ps(sum[r]), vacc[r]);
+    }
+    for (int r = 0; r < 4; r++)
+        out[r] = 0.125f * hsum8(vacc[r]);
 }
 
 // The 16 half scales 2 * s + 1 of an IQ2_XS / IQ2_S super-block (4-bit

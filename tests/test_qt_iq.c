@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/matmul.h"
 #include "kernels/qtypes.h"
 #include "kernels/qt_iq.h"
 #include "kernels/qt_iq_grid.h"
@@ -326,6 +327,72 @@ Test(iq_vdot, iq3_xxs) { check_vdot(PT_IQ3_XXS); }
 Test(iq_vdot, iq3_s) { check_vdot(PT_IQ3_S); }
 Test(iq_vdot, iq4_nl) { check_vdot(PT_IQ4_NL); }
 Test(iq_vdot, iq4_xs) { check_vdot(PT_IQ4_XS); }
+
+// Batched products: where an i-quant has a vdot4 (one weight row times 4
+// activation rows), each of its outputs equals that path's vdot bit for bit
+// (random rows, activations random / all +127 / all -127, the four rows
+// different), and pt_gemm of any batch (fours through vdot4, the rest
+// vdot) equals pt_gemv per vector on every kernel path.
+static void check_vdot4(uint32_t t)
+{
+    const pt_qtraits *q = pt_qtraits_of(t);
+    const int64_t n = 2048;
+    const size_t ab = pt_act_row_bytes(q->act, n);
+    uint8_t *w = malloc((size_t)(n / q->blck * q->bytes));
+    char *xq = aligned_alloc(64, (4 * ab + 63) / 64 * 64);
+    float *xf = malloc((size_t)n * 4);
+    int checked = 0;
+    for (int rep = 0; rep < 6; rep++) {
+        rand_weights(t, w, n);
+        for (int j = 0; j < 4; j++)
+            rand_act(q->act, xq + j * ab, xf, n, (rep + j) % 3);
+        for (int p = 0; p < PT_QPATH_N; p++) {
+            if (!q->vdot4[p] || !path_available(p))
+                continue;
+            float o[4];
+            q->vdot4[p](w, xq, ab, n, o);
+            for (int j = 0; j < 4; j++) {
+                const float want = pt_vdot_of(q, p)(w, xq + j * ab, n);
+                cr_assert_eq(fbits(o[j]), fbits(want), "%s path %d rep %d row %d: vdot4 %.9g vdot %.9g", q->name, p,
+                             rep, j, o[j], want);
+                checked++;
+            }
+        }
+    }
+    if (path_available(PT_QPATH_AVX2))
+        cr_assert_gt(checked, 0, "%s: no vdot4 ran on this AVX2 CPU", q->name);
+    free(w); free(xq); free(xf);
+    const int64_t rows = 13, batches[] = {1, 4, 9};
+    const size_t rb = (size_t)(n / q->blck * q->bytes);
+    uint8_t *W = malloc(rb * rows);
+    for (int64_t r = 0; r < rows; r++)
+        rand_weights(t, W + r * rb, n);
+    pt_mat m = {.data = W, .type = t, .rows = rows, .cols = n};
+    float *X = malloc(sizeof(float) * (size_t)(9 * n)), *Y = malloc(sizeof(float) * (size_t)(9 * rows));
+    float *y1 = malloc(sizeof(float) * rows);
+    for (int64_t i = 0; i < 9 * n; i++)
+        X[i] = (float)((int)(rnd32() % 2001) - 1000) * 1e-3f;
+    const pt_kernel_path paths[] = {PT_PATH_SCALAR, PT_PATH_AVX2, PT_PATH_AVX512};
+    for (size_t pi = 0; pi < 3; pi++) {
+        if (!pt_kernel_path_supported(paths[pi]))
+            continue;
+        pt_kernel_set_path(paths[pi]);
+        for (size_t bi = 0; bi < 3; bi++) {
+            pt_gemm(&m, X, batches[bi], Y);
+            for (int64_t v = 0; v < batches[bi]; v++) {
+                pt_gemv(&m, X + v * n, y1);
+                for (int64_t r = 0; r < rows; r++)
+                    cr_assert_eq(fbits(Y[v * rows + r]), fbits(y1[r]), "%s path %s batch %lld v %lld r %lld",
+                                 q->name, pt_kernel_path_name(), (long long)batches[bi], (long long)v, (long long)r);
+            }
+        }
+    }
+    pt_kernel_set_path(PT_PATH_AUTO);
+    free(W); free(X); free(Y); free(y1);
+}
+
+Test(iq_vdot, iq2_xxs_vdot4) { check_vdot4(PT_IQ2_XXS); }
+Test(iq_vdot, iq4_xs_vdot4) { check_vdot4(PT_IQ4_XS); }
 
 // The dequantisation of real llama.cpp blocks (the fixture rows) meets the
 // dot product too: scalar vdot of a fixture row with random activations
