@@ -131,7 +131,8 @@ int main(int argc, char **argv)
         }
     printf("STREAM tok_s=%.4f hit_rate=%.4f hit_lru=%.4f hit_hot=%.4f hit_prefetch=%.4f gb_per_token=%.4f "
            "read_gbs=%.4f stall_s=%.3f compute_s=%.3f decode_s=%.3f peak_rss_gib=%.3f budget_gib=%.3f "
-           "cache_bytes=%llu slot_bytes=%llu slice_bytes=%llu moe_blocks=%d recall=%.4f wasted_gb=%.4f io=%s qd=%.2f\n",
+           "cache_bytes=%llu slot_bytes=%llu slice_bytes=%llu moe_blocks=%d recall=%.4f wasted_gb=%.4f io=%s qd=%.2f "
+           "io_busy_frac=%.3f fills=%llu\n",
            n_gen / dt, uses ? (double)(s.expert_hits_lru + s.expert_hits_hot) / uses : 0,
            uses ? (double)s.expert_hits_lru / uses : 0, uses ? (double)s.expert_hits_hot / uses : 0,
            uses ? (double)s.expert_hits_prefetch / uses : 0, (double)s.bytes_read / 1e9 / n_gen,
@@ -140,7 +141,7 @@ int main(int argc, char **argv)
            (unsigned long long)s.expert_cache_bytes, (unsigned long long)slot_bytes, (unsigned long long)slice_bytes, n_moe,
            s.prefetch_actual ? (double)s.prefetch_correct / (double)s.prefetch_actual : 0,
            (double)s.prefetch_wasted_bytes / 1e9, pt_io_mode_name((pt_io_mode)s.io_mode),
-           s.io_mean_queue_depth);
+           s.io_mean_queue_depth, dt > 0 ? s.t_io_busy_s / dt : 0, (unsigned long long)c->stream->fill_issued);
     petrel_sampler_free(smp);
     petrel_context_free(c);
     petrel_model_close(m);

@@ -48,7 +48,20 @@
 # bin dirs), SKIP_LLAMA=1, SKIP_GEMV=1, SKIP_CAPPED=1, SKIP_RESIDENT=1,
 # RESIDENT_TYPE (q4_k; without a q4_k file the q4_0 one, under its own keys
 # after the issue's), THREADS (0: all),
-# FIO_S (5; 0 skips fio), BLOCKDEV (the disk under WORK, found with lsblk).
+# FIO_S (5; 0 skips fio), FIO_CURVE_S (2 s per point of the disk curve; 0
+# skips it), PETREL_ARGS (extra bench_stream options for the capped runs,
+# e.g. "--prefetch-depth 2" or "--prefetch-top 8", to compare settings in
+# one quiet run), BLOCKDEV (the disk under WORK, found with lsblk).
+#
+# The disk curve: fio O_DIRECT random reads of the q4_0 file at block sizes
+# 128 KiB, one Q2_K expert slice and one Q4_0 slice, each at queue depths 1,
+# 4, 16, 32 and 64, FIO_CURVE_S seconds a point, two interleaved rounds
+# (this VM's disk drifts by 2-5x within minutes: a point measured once
+# means little), one "DISK bs=… qd=… gbs=ROUND1,ROUND2 lat_ms=…" line each.
+# Petrel's RUN lines add where a step's time went: stall_s (waiting on
+# reads), compute_s, io_busy_frac (share of the decode with a read in
+# flight: below 1 the disk idled while the CPU worked), qd (requests in
+# flight on average while reading), recall and wasted_gb of the prefetch.
 # Needs root (cgroups, drop_caches, read_ahead_kb); ~40 GB free under WORK
 # the first time (the FP8 source is kept for the three conversions; delete
 # $WORK/bench16-src afterwards). Run on an otherwise idle machine.
@@ -67,6 +80,8 @@ LLAMA_NGEN=${LLAMA_NGEN:-8}
 LLAMA_TIMEOUT=${LLAMA_TIMEOUT:-300}
 THREADS=${THREADS:-0}
 FIO_S=${FIO_S:-5}
+FIO_CURVE_S=${FIO_CURVE_S:-2}
+PETREL_ARGS=${PETREL_ARGS:-}
 LLAMA_CACHE=${LLAMA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/petrel/llamacpp-3.22.1}
 LLAMA_BIN=${LLAMA_BIN:-$LLAMA_CACHE/build/bin}
 LLAMA_BIN_NOREPACK=${LLAMA_BIN_NOREPACK:-$LLAMA_CACHE/build-norepack/bin}
@@ -126,12 +141,34 @@ fi
 
 # ---- the disk, for context: fio at Petrel's request size --------------------
 if [ "$FIO_S" != 0 ] && command -v fio >/dev/null && [ -n "${MODEL[q4_0]:-}" ]; then
-    probe=$("$BUILD/bench_stream" -m "${MODEL[q4_0]}" -n 1 --no-prefetch --usage "$OUT/probe.usage" 2>/dev/null | grep '^STREAM' || true)
+    probe=$("$BUILD/bench_stream" -m "${MODEL[q4_0]}" --ram "${CAP_GIB}G" -n 1 --no-prefetch --usage "$OUT/probe.usage" 2>/dev/null | grep '^STREAM' || true)
     slice=$(field slice_bytes "$probe")
     if [ -n "$slice" ]; then
         fio --name=petrel-quants --filename="${MODEL[q4_0]}" --readonly --direct=1 --rw=randread --bs="$slice" \
             --iodepth=32 --ioengine=io_uring --runtime="$FIO_S" --time_based --output-format=json >"$OUT/fio.json" 2>/dev/null &&
             echo "fio: O_DIRECT random read, bs=$slice, iodepth=32: $(python3 -c 'import json,sys; print("%.3f" % (json.load(open(sys.argv[1]))["jobs"][0]["read"]["bw_bytes"]/1e9))' "$OUT/fio.json") GB/s"
+    fi
+    # the curve: GB/s against block size and queue depth (see the header)
+    if [ -n "$slice" ] && [ "$FIO_CURVE_S" != 0 ]; then
+        q2slice=$(( (slice * 21 / 36 + 4095) / 4096 * 4096 )) # Q2_K (2.625 bpw) vs Q4_0 (4.5 bpw), 4 KiB-aligned
+        declare -A DISK_BW DISK_LAT
+        for _ in 1 2; do
+            for bs in 131072 "$q2slice" "$slice"; do
+                for qd in 1 4 16 32 64; do
+                    fio --name=petrel-curve --filename="${MODEL[q4_0]}" --readonly --direct=1 --rw=randread --bs="$bs" \
+                        --iodepth="$qd" --ioengine=io_uring --runtime="$FIO_CURVE_S" --time_based --output-format=json \
+                        >"$OUT/fio-curve.json" 2>/dev/null || continue
+                    read -r bw lat < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["jobs"][0]["read"]; print("%.3f %.2f" % (r["bw_bytes"]/1e9, r["clat_ns"]["mean"]/1e6))' "$OUT/fio-curve.json")
+                    DISK_BW[$bs,$qd]="${DISK_BW[$bs,$qd]:+${DISK_BW[$bs,$qd]},}$bw"
+                    DISK_LAT[$bs,$qd]="${DISK_LAT[$bs,$qd]:+${DISK_LAT[$bs,$qd]},}$lat"
+                done
+            done
+        done
+        for bs in 131072 "$q2slice" "$slice"; do
+            for qd in 1 4 16 32 64; do
+                [ -n "${DISK_BW[$bs,$qd]:-}" ] && echo "DISK bs=$bs qd=$qd gbs=${DISK_BW[$bs,$qd]} lat_ms=${DISK_LAT[$bs,$qd]}"
+            done
+        done
     fi
 fi
 
@@ -151,7 +188,7 @@ TFMT="TIME inblock=%I elapsed=%e maxrss_kb=%M"
 
 # ---- 2. Petrel under the cap, cold then warm ----------------------------------
 echo
-echo "Petrel, --ram ${CAP_GIB}G under a $(( LIMIT >> 20 )) MiB cgroup cap, $NGEN tokens"
+echo "Petrel, --ram ${CAP_GIB}G under a $(( LIMIT >> 20 )) MiB cgroup cap, $NGEN tokens${PETREL_ARGS:+, $PETREL_ARGS}"
 for t in $FILES; do
     [ -n "${MODEL[$t]:-}" ] && [ "${SKIP_CAPPED:-0}" != 1 ] || continue
     usage=$OUT/usage-$t
@@ -160,7 +197,7 @@ for t in $FILES; do
         [ "$cache" = cold ] && drop_caches
         log=$OUT/petrel-$t-$cache
         oom=$(run_capped "$LIMIT" "$log" "$TIME" -f "$TFMT" "$BUILD/bench_stream" -m "${MODEL[$t]}" \
-            --ram "${CAP_GIB}G" -n "$NGEN" -t "$THREADS" --usage "$usage")
+            --ram "${CAP_GIB}G" -n "$NGEN" -t "$THREADS" --usage "$usage" $PETREL_ARGS)
         line=$(grep '^STREAM' "$log.out" || true)
         if [ -z "$line" ]; then
             echo "RUN engine=petrel type=$t cache=$cache status=failed oom_kills=$oom"
@@ -171,7 +208,9 @@ for t in $FILES; do
         gbt=$(field gb_per_token "$line")
         echo "RUN engine=petrel type=$t cache=$cache tok_s=$tok gb_per_token=$gbt total_gb_read=$(gb_read "$log")" \
              "elapsed_s=$(elapsed "$log") hit_rate=$(field hit_rate "$line") read_gbs=$(field read_gbs "$line")" \
-             "peak_rss_gib=$(field peak_rss_gib "$line") oom_kills=$oom"
+             "peak_rss_gib=$(field peak_rss_gib "$line") stall_s=$(field stall_s "$line") compute_s=$(field compute_s "$line")" \
+             "io_busy_frac=$(field io_busy_frac "$line") qd=$(field qd "$line") recall=$(field recall "$line")" \
+             "wasted_gb=$(field wasted_gb "$line") oom_kills=$oom"
         if [ "$cache" = cold ]; then
             PT_TOK[$t]=$tok
             PT_GBT[$t]=$gbt

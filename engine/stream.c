@@ -137,6 +137,17 @@ int pt_stream_init(petrel_context *c, pt_err *err)
     {
         const int nu = (int)hp->n_expert_used;
         st->prefetch_top = P->prefetch_top > 0 ? (P->prefetch_top < nu ? P->prefetch_top : nu) : (5 * nu + 7) / 8;
+        // PETREL_PREFETCH_FILL=N[:K] (engine/stream_prefetch.c): off unless set.
+        const char *fill = getenv("PETREL_PREFETCH_FILL");
+        if (fill && fill[0]) {
+            char *end = NULL;
+            st->fill_below = (int)strtol(fill, &end, 10);
+            st->fill_top = end && *end == ':' ? (int)strtol(end + 1, NULL, 10) : st->prefetch_top;
+            if (st->fill_below < 0)
+                st->fill_below = 0;
+            if (st->fill_top < 1 || st->fill_top > nu)
+                st->fill_top = st->fill_top < 1 ? 1 : nu;
+        }
     }
 
     // Routing heat from earlier sessions.
@@ -233,12 +244,12 @@ int pt_stream_init(petrel_context *c, pt_err *err)
     if (P->verbose)
         fprintf(stderr,
                 "petrel: RAM budget %.2f GiB: %.2f GiB resident (trunk %.2f, KV %.2f), experts %.2f GiB LRU "
-                "+ %.2f GiB hot-store (%d pinned), I/O %s%s%s, prefetch %s\n",
+                "+ %.2f GiB hot-store (%d pinned), I/O %s%s%s, prefetch %s%s\n",
                 (double)st->budget / GiB, (double)rss / GiB, (double)m->trunk_bytes / GiB,
                 (double)c->st.kv_bytes / GiB, (double)st->expert_budget / GiB, (double)hot_bytes / GiB, n_hot,
                 pt_io_mode_name(pt_reader_mode(st->reader)), pt_reader_direct(st->reader) ? " O_DIRECT" : "",
                 pt_reader_registered(st->reader) ? " (registered buffers)" : "",
-                st->prefetch ? "on" : "off");
+                st->prefetch ? "on" : "off", st->prefetch && st->fill_below > 0 ? " (+ fill)" : "");
     return 0;
 }
 

@@ -11,7 +11,7 @@
 
 // Batches of at most this many tokens compute their ready experts side by
 // side (one per thread), at most PT_PAR_EXPERT_MAX at a time.
-#define PT_PAR_EXPERT_B 4
+#define PT_PAR_EXPERT_B 8
 #define PT_PAR_EXPERT_MAX 64
 
 typedef struct pt_stream {
@@ -34,6 +34,10 @@ typedef struct pt_stream {
     bool prefetch;
     int prefetch_depth;       // blocks predicted ahead (>= 1)
     int prefetch_top;         // best-scored predictions per token that are read
+    int fill_below;           // fill prefetch (PETREL_PREFETCH_FILL=N[:K]): with fewer than N
+    int fill_top;             // experts' reads in flight, also read the K best predictions
+                              // of the block after the predicted ones (0: off)
+    uint64_t fill_issued;     // times the fill prefetch ran
     float *pxn;               // (n_batch, n_embd) normed hidden for the predictor
     float *plogits;           // (n_batch, n_expert_max)
     int32_t *pids;            // (n_batch, n_used)

@@ -22,7 +22,7 @@ enum { PREFETCH_MAX_BATCH = 4 };
 // them costs disk time (the bottleneck when streaming) and evicts experts
 // that are used, for little gain (bench16 at 3 GiB: top 5 of 8 read 15%
 // fewer bytes per token than all 8 and decoded 15% faster).
-static void predict_block(petrel_context *c, int nx, int B, uint8_t *pred)
+static void predict_block(petrel_context *c, int nx, int B, uint8_t *pred, int top)
 {
     pt_stream *st = c->stream;
     const pt_hparams *hp = &c->model->hp;
@@ -47,7 +47,7 @@ static void predict_block(petrel_context *c, int nx, int B, uint8_t *pred)
             int above = 0; // predictions of this token ranked above this one
             for (int j = 0; j < n_used; j++)
                 above += sel[ids[j]] > sel[ids[k]] || (sel[ids[j]] == sel[ids[k]] && ids[j] < ids[k]);
-            if (above < st->prefetch_top)
+            if (above < top)
                 st->pwant[ids[k]] = 1;
         }
         // The trace lists each token's predictions best first (what
@@ -90,10 +90,26 @@ void pt_stream_prefetch_next(petrel_context *c, int il, int B)
             continue;
         uint8_t *pred = st->pred + (size_t)nx * st->n_expert_max;
         if (d == 1) {
-            predict_block(c, nx, B, pred);
+            predict_block(c, nx, B, pred, st->prefetch_top);
             st->has_pred[nx] = true;
         } else {
-            predict_block(c, nx, B, st->pfar);
+            predict_block(c, nx, B, st->pfar, st->prefetch_top);
+        }
+    }
+    // Fill (opt-in, PETREL_PREFETCH_FILL): when the disk is about to run
+    // dry — fewer than fill_below experts' reads in flight once this block's
+    // demands and the predictions above are queued — the next MoE block
+    // beyond the prediction depth gets its fill_top best predictions read
+    // too, so that the disk works while the CPU does. A deep queue (the
+    // disk is the bottleneck) never triggers it, so it costs no bandwidth
+    // then; what it costs is the cache slots of its mispredictions.
+    if (st->fill_below > 0 && pt_reader_inflight(st->reader) < 3 * st->fill_below) {
+        int nx = il + st->prefetch_depth + 1;
+        while (nx < (int)m->hp.n_layer && !m->layers[nx].moe)
+            nx++;
+        if (nx < (int)m->hp.n_layer) {
+            predict_block(c, nx, B, st->pfar, st->fill_top);
+            st->fill_issued++;
         }
     }
 }
