@@ -16,7 +16,7 @@
 
 // Software prefetch distance in bytes ahead of the weight stream (0: none).
 #ifndef KX_PREFETCH
-#define KX_PREFETCH 1024
+#define KX_PREFETCH 2048
 #endif
 
 #define KX_FN __attribute__((target(KX_TGT)))
@@ -68,9 +68,11 @@ static KX_IN __m256 KX(rblk)(bool q8, const uint8_t *wb, __m256i xv, __m256i off
     } else {
         // raw nibbles (0..15) x activation, minus 8 x the lane's activation
         // sum (once for the rows): the signed product's exact ints, cheaper
-        const __m128i t = _mm_loadu_si128((const __m128i *)(wb + 2));
-        const __m256i nib = _mm256_and_si256(
-            _mm256_inserti128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1), _mm256_set1_epi8(0x0F));
+        // the 16 bytes in both halves (one broadcast load), the high half
+        // shifted by 4: low nibbles then high ones, as in KX(wq)
+        const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(wb + 2)));
+        const __m256i nib = _mm256_and_si256(_mm256_srlv_epi32(t, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                                             _mm256_set1_epi8(0x0F));
         s = _mm256_sub_epi32(KX_DOT(nib, xv), off);
     }
     return _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(s), acc);
@@ -82,14 +84,25 @@ static KX_IN void KX(rows_q)(bool q8, int nr, const uint8_t *w, size_t rb, const
 {
     const size_t bs = q8 ? 34 : 18;
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    // Prefetch KX_PREFETCH bytes ahead in each row's own progress: position
+    // p + KX_PREFETCH of a row lies k = (p + KX_PREFETCH) / rb groups of nr
+    // rows further on (the rows of a group are consumed side by side), at
+    // wb + KX_PREFETCH + k * (nr - 1) * rb; k is kept incrementally.
+    size_t pfo = KX_PREFETCH, wrap = rb; // wrap: where k next grows, + KX_PREFETCH
     for (int64_t b = 0; b < nb; b++) {
         const __m256i xv = _mm256_load_si256((const __m256i *)(xq + b * QK));
         const __m256i off = q8 ? _mm256_setzero_si256() : KX_DOT(_mm256_set1_epi8(8), xv);
+        const size_t pos = (size_t)b * bs;
+        while (KX_PREFETCH && pos + KX_PREFETCH >= wrap) {
+            pfo += (size_t)(nr - 1) * rb;
+            wrap += rb;
+        }
+        const bool pf = KX_PREFETCH && (pos & 63) < bs; // once per 64-byte line
 #pragma GCC unroll 4
         for (int r = 0; r < nr; r++) {
             const uint8_t *wb = w + r * rb + b * bs;
-            if (KX_PREFETCH)
-                _mm_prefetch((const char *)wb + KX_PREFETCH, _MM_HINT_T0);
+            if (pf)
+                _mm_prefetch((const char *)wb + pfo, _MM_HINT_T0);
             acc[r] = KX(rblk)(q8, wb, xv, off, _mm256_set1_ps(_cvtsh_ss(KX(ld16)(wb)) * xd[b]), acc[r]);
         }
     }
