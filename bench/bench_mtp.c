@@ -4,27 +4,37 @@
 // one memory setting, with the MTP layer's drafts or with a bench-only
 // controlled-acceptance drafter.
 //
-// The controlled drafter (--p LIST): the off run of each repetition first
-// gives the non-speculative continuation of each prompt; a later run's
-// draft for position pos is that continuation's token with probability p
-// (a fixed hash of pos and the prompt, so every mode sees the same drafts),
-// else another token. All runs of one process share one context and so
-// one expert cache: a warm-up generation (--warmup N tokens, not counted)
-// comes first, and the modes are interleaved within each repetition so
-// that the cache state and the machine's load fall on all of them alike.
+// The controlled drafter (--p LIST): a reference run without speculation
+// first gives the non-speculative continuation of each prompt; a later
+// run's draft for position pos is that continuation's token with
+// probability p (a fixed hash of pos and the prompt, so every mode sees
+// the same drafts), else another token.
 //
-// Prints one line per (drafter, mode), the medians over the repetitions of
-// decode-phase figures summed over the prompts:
-//   MTP draft=mtp|p0.50 mode=off|always|adaptive tok_s=… accept=… verifs=…
-//     plain=… probes=… switches=… mb_read_per_tok=… experts_per_tok=…
-//     mb_used_per_tok=… identical=1
-// (accept: accepted / verified drafts; mb_read: expert bytes read from the
-// file; experts / mb_used: distinct experts computed per token and their
-// bytes, read or not), and exits 3 if any run's tokens differ from off's.
+// Measurement under noise: the reference run (not counted) also warms the
+// caches; then every repetition runs one job per (drafter, mode) — the off
+// job, which does not depend on the drafter, twice when there are several
+// drafters — in an order shuffled afresh for each repetition (a fixed
+// seed), so that drift of the machine's load or of the cache state falls on
+// every mode alike. Without --fresh all jobs share one context, and so one
+// expert cache and the adaptive policy's remembered step costs
+// (engine/spec_policy.h), as a long-lived server would; with --fresh every
+// job gets a new context: a cold expert cache and a policy that knows
+// nothing yet.
+//
+// Prints one line per (drafter, mode): medians over the repetitions (off:
+// over all its jobs) of decode-phase figures summed over the prompts, and
+// the spread of tok/s:
+//   MTP draft=mtp|p0.50 mode=off|always|adaptive tok_s=… tok_s_lo=… tok_s_hi=…
+//     runs=… accept=… verifs=… plain=… probes=… switches=… explore=…
+//     mb_read_per_tok=… experts_per_tok=… mb_used_per_tok=… identical=1
+// (lo / hi: the lowest and highest of the jobs; accept: accepted / verified
+// drafts; mb_read: expert bytes read from the file; experts / mb_used:
+// distinct experts computed per token and their bytes, read or not), and
+// exits 3 if any run's tokens differ from the reference's.
 //
 // usage: bench_mtp -m MODEL [--ram SIZE] [--experts-per-layer N] [--usage FILE | --no-usage]
-//                  [--preload] [-t T] [-n N] [--ids-file FILE] [--prompt-len L] [--prompts K]
-//                  [--reps R] [--warmup N] [--temp T] [--seed S] [--p LIST] [--modes LIST]
+//                  [--preload] [--fresh] [-t T] [-n N] [--ids-file FILE] [--prompt-len L]
+//                  [--prompts K] [--reps R] [--temp T] [--seed S] [--p LIST] [--modes LIST]
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +45,7 @@
 #include "petrel.h"
 
 #define MAX_P 16
-#define MAX_REPS 15
+#define MAX_REPS 31
 #define MAX_PROMPTS 16
 
 // Reads every expert into the cache (pt_stream_preload), saying why not.
@@ -135,7 +145,7 @@ static int on_tok(void *u, petrel_token t)
 typedef struct figures {
     double toks, secs, bytes, uses;
     int drafted, accepted;
-    uint64_t verifs, plain, probes, switches;
+    uint64_t verifs, plain, probes, switches, explore;
 } figures;
 
 static int cmp_d(const void *a, const void *b)
@@ -150,11 +160,102 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// One job: every prompt generated in one mode with one drafter on context
+// c, its figures summed into *F (NULL: not counted). ref holds the
+// reference tokens (n_gen per prompt); record: this run writes them.
+// Returns 0, 1 if the tokens differ from ref, -1 on an error (said).
+typedef struct job_cfg {
+    const petrel_token *all;
+    int stride, prompt_len, n_prompts, n_gen, n_vocab;
+    double temp;
+    uint64_t seed;
+} job_cfg;
+
+static int run_job(petrel_context *c, const job_cfg *J, int mode, double p, petrel_token *ref, bool record,
+                   petrel_token *got, figures *F)
+{
+    int differ = 0;
+    for (int k = 0; k < J->n_prompts; k++) {
+        const petrel_token *prompt = J->all + (size_t)k * J->stride;
+        drafter d = {.ref = ref + (size_t)k * J->n_gen, .n_ref = J->n_gen, .n_prompt = J->prompt_len, .p = p,
+                     .salt = (uint32_t)k, .n_vocab = J->n_vocab};
+        petrel_sampler_params sp = petrel_sampler_default_params();
+        sp.temperature = (float)J->temp;
+        sp.seed = J->seed + (uint64_t)k;
+        petrel_sampler *smp = J->temp > 0 ? petrel_sampler_new(&sp, J->n_vocab) : NULL;
+        petrel_gen_params gp = {.n_predict = J->n_gen,
+                                .ignore_eos = true,
+                                .speculative = mode != PETREL_SPEC_OFF,
+                                .spec_mode = mode,
+                                .sampler = smp,
+                                .draft_fn = p >= 0 ? controlled_draft : NULL,
+                                .draft_user = &d};
+        run_acc acc = {.c = c, .toks = got, .cap = J->n_gen};
+        petrel_kv_truncate(c, 0);
+        petrel_reset_stats(c);
+        petrel_gen_result res;
+        if (petrel_generate(c, prompt, J->prompt_len, &gp, on_tok, &acc, &res) < 0) {
+            fprintf(stderr, "bench_mtp: %s\n", petrel_context_error(c));
+            petrel_sampler_free(smp);
+            return -1;
+        }
+        petrel_sampler_free(smp);
+        double t_end = pt_now();
+        if (record)
+            memcpy(ref + (size_t)k * J->n_gen, got, sizeof *got * (size_t)J->n_gen);
+        else if (acc.n != J->n_gen || memcmp(ref + (size_t)k * J->n_gen, got, sizeof *got * (size_t)J->n_gen) != 0) {
+            differ = 1;
+            fprintf(stderr, "bench_mtp: prompt %d, mode %s, p %.2f: tokens differ from the reference's\n", k,
+                    petrel_spec_mode_name(mode), p);
+        }
+        if (!F)
+            continue;
+        pt_ecache_stats es;
+        pt_ecache_get_stats(c->ecache, &es);
+        petrel_stats st;
+        petrel_get_stats(c, &st);
+        F->toks += acc.n - 1;
+        F->secs += t_end - acc.t_first;
+        F->bytes += (double)(es.bytes_read - acc.first.bytes_read);
+        F->uses += (double)(es.hits + es.misses - acc.first.hits - acc.first.misses);
+        F->drafted += res.n_drafted;
+        F->accepted += res.n_accepted;
+        F->verifs += st.spec_verify_steps;
+        F->plain += st.spec_used ? st.spec_plain_steps : (uint64_t)(acc.n - 1);
+        F->probes += st.spec_probes;
+        F->switches += st.spec_switches;
+        F->explore += st.spec_explore;
+    }
+    return differ;
+}
+
+// A context for the model, preloaded when asked; NULL after saying why.
+static petrel_context *new_ctx(petrel_model *m, const petrel_context_params *cp, int do_preload)
+{
+    char err[1024];
+    petrel_context *c = petrel_context_new(m, cp, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, "bench_mtp: %s\n", err);
+        return NULL;
+    }
+    if (do_preload && preload(c) < 0) {
+        petrel_context_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static uint64_t lcg(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return *s >> 33;
+}
+
 int main(int argc, char **argv)
 {
     petrel_model_params mp = petrel_model_default_params();
     const char *model = NULL, *ids_file = NULL, *plist = NULL, *mlist = "off,always,adaptive";
-    int n_gen = 64, do_preload = 0, prompt_len = 64, n_prompts = 1, reps = 3, warmup = 16;
+    int n_gen = 64, do_preload = 0, fresh = 0, prompt_len = 64, n_prompts = 1, reps = 3;
     double temp = 0;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
@@ -171,6 +272,8 @@ int main(int argc, char **argv)
             mp.no_usage = true;
         else if (!strcmp(a, "--preload"))
             do_preload = 1;
+        else if (!strcmp(a, "--fresh"))
+            fresh = 1;
         else if (!strcmp(a, "-t") && v)
             mp.n_threads = atoi(argv[++i]);
         else if (!strcmp(a, "-n") && v)
@@ -183,8 +286,6 @@ int main(int argc, char **argv)
             n_prompts = atoi(argv[++i]);
         else if (!strcmp(a, "--reps") && v)
             reps = atoi(argv[++i]);
-        else if (!strcmp(a, "--warmup") && v)
-            warmup = atoi(argv[++i]);
         else if (!strcmp(a, "--temp") && v)
             temp = atof(argv[++i]);
         else if (!strcmp(a, "--seed") && v)
@@ -195,8 +296,8 @@ int main(int argc, char **argv)
             mlist = argv[++i];
         else {
             fprintf(stderr, "usage: bench_mtp -m MODEL [--ram SIZE] [--experts-per-layer N] [--usage FILE | "
-                            "--no-usage] [--preload] [-t T] [-n N] [--ids-file FILE] [--prompt-len L] [--prompts K] "
-                            "[--reps R] [--warmup N] [--temp T] [--seed S] [--p LIST] [--modes LIST]\n");
+                            "--no-usage] [--preload] [--fresh] [-t T] [-n N] [--ids-file FILE] [--prompt-len L] "
+                            "[--prompts K] [--reps R] [--temp T] [--seed S] [--p LIST] [--modes LIST]\n");
             return 2;
         }
     }
@@ -235,10 +336,6 @@ int main(int argc, char **argv)
         n_modes++;
         s += k + (s[k] == ',');
     }
-    if (modes[0] != PETREL_SPEC_OFF) {
-        fprintf(stderr, "bench_mtp: --modes must start with off (it gives the reference tokens)\n");
-        return 2;
-    }
 
     char err[1024];
     petrel_model *m = petrel_model_open(model, &mp, err, sizeof err);
@@ -272,87 +369,74 @@ int main(int argc, char **argv)
         for (int i = 0; i < n_all; i++)
             all[i] = (petrel_token)((1000u + 7919u * (uint32_t)i) % (uint32_t)V);
     }
-    const int stride = n_prompts > 1 ? (n_all - prompt_len) / (n_prompts - 1) : 0;
+    const job_cfg J = {.all = all,
+                       .stride = n_prompts > 1 ? (n_all - prompt_len) / (n_prompts - 1) : 0,
+                       .prompt_len = prompt_len,
+                       .n_prompts = n_prompts,
+                       .n_gen = n_gen,
+                       .n_vocab = V,
+                       .temp = temp,
+                       .seed = seed};
 
     petrel_context_params cp = petrel_context_default_params();
     cp.n_ctx = (uint32_t)(prompt_len + n_gen + 8);
     cp.n_batch = 64;
-    petrel_context *c = petrel_context_new(m, &cp, err, sizeof err);
-    if (!c) {
-        fprintf(stderr, "bench_mtp: %s\n", err);
-        return 1;
-    }
-    if (do_preload && preload(c) < 0)
+    petrel_context *c = new_ctx(m, &cp, do_preload);
+    if (!c)
         return 1;
 
-    petrel_token *ref = calloc((size_t)n_prompts * (size_t)n_gen, sizeof *ref); // off's tokens per prompt
+    petrel_token *ref = calloc((size_t)n_prompts * (size_t)n_gen, sizeof *ref); // reference tokens per prompt
     petrel_token *got = malloc(sizeof *got * (size_t)n_gen);
-    // figures per (drafter, mode, rep)
-    figures *fig = calloc((size_t)n_p * 3 * MAX_REPS, sizeof *fig);
-    int identical = 1;
-    for (int rep = -1; rep < reps; rep++)
+    // The reference run: tokens without speculation, and the caches warm.
+    if (run_job(c, &J, PETREL_SPEC_OFF, -1, ref, true, got, NULL) < 0)
+        return 1;
+
+    // Jobs of one repetition: (drafter, mode) pairs, off once per drafter
+    // set (twice with several drafters, at most 2 * MAX_P + 2 jobs).
+    typedef struct job {
+        int pi, mi;
+    } job;
+    job jobs[3 * MAX_P + 2];
+    int n_jobs = 0, n_off_jobs = 0;
+    for (int mi = 0; mi < n_modes; mi++) {
+        if (modes[mi] == PETREL_SPEC_OFF) {
+            n_off_jobs = n_p > 1 ? 2 : 1;
+            for (int r = 0; r < n_off_jobs; r++)
+                jobs[n_jobs++] = (job){0, mi};
+            continue;
+        }
         for (int pi = 0; pi < n_p; pi++)
-            for (int mi = 0; mi < n_modes; mi++) {
-                if (rep < 0 && (pi > 0 || mi > 0))
-                    continue; // warm-up: one short plain generation
-                // The off run does not depend on the drafter: once per repetition.
-                if (modes[mi] == PETREL_SPEC_OFF && pi > 0) {
-                    fig[(pi * 3 + mi) * MAX_REPS + rep] = fig[(0 * 3 + mi) * MAX_REPS + rep];
-                    continue;
-                }
-                figures *F = rep >= 0 ? &fig[(pi * 3 + mi) * MAX_REPS + rep] : NULL;
-                for (int k = 0; k < n_prompts; k++) {
-                    const petrel_token *prompt = all + (size_t)k * stride;
-                    drafter d = {.ref = ref + (size_t)k * n_gen, .n_ref = n_gen, .n_prompt = prompt_len,
-                                 .p = ps[pi], .salt = (uint32_t)k, .n_vocab = V};
-                    petrel_sampler_params sp = petrel_sampler_default_params();
-                    sp.temperature = (float)temp;
-                    sp.seed = seed + (uint64_t)k;
-                    petrel_sampler *smp = temp > 0 ? petrel_sampler_new(&sp, V) : NULL;
-                    petrel_gen_params gp = {.n_predict = rep < 0 ? (warmup > 1 ? warmup : 2) : n_gen,
-                                            .ignore_eos = true,
-                                            .speculative = modes[mi] != PETREL_SPEC_OFF,
-                                            .spec_mode = modes[mi],
-                                            .sampler = smp,
-                                            .draft_fn = ps[pi] >= 0 ? controlled_draft : NULL,
-                                            .draft_user = &d};
-                    run_acc acc = {.c = c, .toks = got, .cap = n_gen};
-                    petrel_kv_truncate(c, 0);
-                    petrel_reset_stats(c);
-                    petrel_gen_result res;
-                    if (petrel_generate(c, prompt, prompt_len, &gp, on_tok, &acc, &res) < 0) {
-                        fprintf(stderr, "bench_mtp: %s\n", petrel_context_error(c));
-                        return 1;
-                    }
-                    petrel_sampler_free(smp);
-                    double t_end = pt_now();
-                    if (!F)
-                        continue;
-                    if (modes[mi] == PETREL_SPEC_OFF) {
-                        if (rep == 0)
-                            memcpy(ref + (size_t)k * n_gen, got, sizeof *got * (size_t)n_gen);
-                    }
-                    if (memcmp(ref + (size_t)k * n_gen, got, sizeof *got * (size_t)n_gen) != 0) {
-                        identical = 0;
-                        fprintf(stderr, "bench_mtp: prompt %d, mode %s, p %.2f: tokens differ from off's\n", k,
-                                petrel_spec_mode_name(modes[mi]), ps[pi]);
-                    }
-                    pt_ecache_stats es;
-                    pt_ecache_get_stats(c->ecache, &es);
-                    petrel_stats st;
-                    petrel_get_stats(c, &st);
-                    F->toks += acc.n - 1;
-                    F->secs += t_end - acc.t_first;
-                    F->bytes += (double)(es.bytes_read - acc.first.bytes_read);
-                    F->uses += (double)(es.hits + es.misses - acc.first.hits - acc.first.misses);
-                    F->drafted += res.n_drafted;
-                    F->accepted += res.n_accepted;
-                    F->verifs += st.spec_verify_steps;
-                    F->plain += st.spec_used ? st.spec_plain_steps : (uint64_t)(acc.n - 1);
-                    F->probes += st.spec_probes;
-                    F->switches += st.spec_switches;
-                }
+            jobs[n_jobs++] = (job){pi, mi};
+    }
+    // figures per (drafter, mode, sample): sample = rep, or rep * n_off_jobs + j for off
+    const int max_samples = 2 * MAX_REPS;
+    figures *fig = calloc((size_t)n_p * 3 * (size_t)max_samples, sizeof *fig);
+    int *n_samples = calloc((size_t)n_p * 3, sizeof *n_samples);
+    int identical = 1;
+    uint64_t rng = 0x5eedULL;
+    for (int rep = 0; rep < reps; rep++) {
+        for (int i = n_jobs - 1; i > 0; i--) { // Fisher-Yates
+            int j = (int)(lcg(&rng) % (uint64_t)(i + 1));
+            job t = jobs[i];
+            jobs[i] = jobs[j];
+            jobs[j] = t;
+        }
+        for (int ji = 0; ji < n_jobs; ji++) {
+            const int pi = jobs[ji].pi, mi = jobs[ji].mi;
+            if (fresh) {
+                petrel_context_free(c);
+                if (!(c = new_ctx(m, &cp, do_preload)))
+                    return 1;
             }
+            int slot = pi * 3 + mi;
+            figures *F = &fig[slot * max_samples + n_samples[slot]++];
+            int rc = run_job(c, &J, modes[mi], modes[mi] == PETREL_SPEC_OFF ? -1 : ps[pi], ref, false, got, F);
+            if (rc < 0)
+                return 1;
+            if (rc > 0)
+                identical = 0;
+        }
+    }
 
     // Bytes of one expert (the first MoE block's slot), for mb_used.
     double expert_bytes = 0;
@@ -361,34 +445,43 @@ int main(int argc, char **argv)
             expert_bytes = (double)pt_ecache_slot_bytes_for(&m->exp_src[il]);
     for (int pi = 0; pi < n_p; pi++)
         for (int mi = 0; mi < n_modes; mi++) {
-            double v[7][MAX_REPS];
-            for (int r = 0; r < reps; r++) {
-                const figures *F = &fig[(pi * 3 + mi) * MAX_REPS + r];
+            // off was measured for drafter 0 only: it does not depend on the drafter
+            const int slot = (modes[mi] == PETREL_SPEC_OFF ? 0 : pi) * 3 + mi;
+            const int ns = n_samples[slot];
+            double v[8][2 * MAX_REPS];
+            for (int r = 0; r < ns; r++) {
+                const figures *F = &fig[slot * max_samples + r];
                 v[0][r] = F->secs > 0 ? F->toks / F->secs : 0;
                 v[1][r] = F->drafted ? (double)F->accepted / F->drafted : 0;
                 v[2][r] = F->toks > 0 ? F->bytes / 1e6 / F->toks : 0;
                 v[3][r] = F->toks > 0 ? F->uses / F->toks : 0;
                 v[4][r] = (double)F->verifs;
                 v[5][r] = (double)F->plain;
-                v[6][r] = (double)F->probes + 1e-6 * (double)F->switches;
+                v[6][r] = (double)F->probes;
+                v[7][r] = (double)F->explore;
             }
             char dname[16];
             if (ps[pi] < 0)
                 snprintf(dname, sizeof dname, "mtp");
             else
                 snprintf(dname, sizeof dname, "p%.2f", ps[pi]);
-            double sw = 0;
-            for (int r = 0; r < reps; r++)
-                sw += (double)fig[(pi * 3 + mi) * MAX_REPS + r].switches;
-            double upt = median(v[3], reps);
-            printf("MTP draft=%s mode=%s tok_s=%.3f accept=%.4f verifs=%.0f plain=%.0f probes=%.0f switches=%.1f "
-                   "mb_read_per_tok=%.3f experts_per_tok=%.2f mb_used_per_tok=%.3f identical=%d\n",
-                   dname, petrel_spec_mode_name(modes[mi]), median(v[0], reps), median(v[1], reps), median(v[4], reps),
-                   median(v[5], reps), median(v[6], reps), sw / reps, median(v[2], reps), upt,
-                   upt * expert_bytes / 1e6, identical);
+            double sw = 0, lo = v[0][0], hi = v[0][0];
+            for (int r = 0; r < ns; r++) {
+                sw += (double)fig[slot * max_samples + r].switches;
+                lo = v[0][r] < lo ? v[0][r] : lo;
+                hi = v[0][r] > hi ? v[0][r] : hi;
+            }
+            double upt = median(v[3], ns);
+            printf("MTP draft=%s mode=%s tok_s=%.3f tok_s_lo=%.3f tok_s_hi=%.3f runs=%d accept=%.4f verifs=%.0f "
+                   "plain=%.0f probes=%.0f switches=%.1f explore=%.0f mb_read_per_tok=%.3f experts_per_tok=%.2f "
+                   "mb_used_per_tok=%.3f identical=%d\n",
+                   dname, petrel_spec_mode_name(modes[mi]), median(v[0], ns), lo, hi, ns, median(v[1], ns),
+                   median(v[4], ns), median(v[5], ns), median(v[6], ns), sw / ns, median(v[7], ns),
+                   median(v[2], ns), upt, upt * expert_bytes / 1e6, identical);
         }
     petrel_print_stats(c, stderr);
     free(fig);
+    free(n_samples);
     free(ref);
     free(got);
     free(all);

@@ -1,51 +1,62 @@
 #!/usr/bin/env bash
 # bench/mtp.sh — does MTP speculation pay (issue 13)? Two parts in one run,
-# every figure from bench/bench_mtp.c, which runs off / always / adaptive
-# interleaved in one process (same expert cache, same load) and checks that
-# every mode gives off's tokens.
+# every figure from bench/bench_mtp.c, which first makes a reference run
+# without speculation (not counted; it warms the caches), then REPS
+# repetitions of one job per mode (off / always / adaptive; with several
+# drafters one always and one adaptive job per drafter and two off jobs),
+# shuffled afresh in every repetition so that drift of the load or the
+# cache falls on all modes alike, and checks that every job gives the
+# reference's tokens. Figures are medians over the repetitions (off: over
+# all its jobs); lo / hi the lowest and highest job, spread = (hi - lo) /
+# median.
 #
 #  1. The trained model (tests/fixtures/trained/, converted here with
 #     `petrel convert` to its default types: q4_0 experts, q8_0 trunk),
-#     prompts of PROMPT_LEN tokens from its held-out text (PROMPTS of them,
-#     NGEN tokens each, REPS repetitions, medians), the MTP layer drafting:
-#       resident    every expert preloaded;
+#     PROMPTS prompts of PROMPT_LEN tokens from its held-out text, NGEN
+#     tokens each per job, the MTP layer drafting:
+#       resident    every expert preloaded, one context for all jobs;
 #       b25-cold    an expert cache of 25% of each layer's routed experts
-#                   (--experts-per-layer), the model file's pages dropped
-#                   (dd iflag=nocache), no usage file (no hot-store);
-#       b25-warm    the same with the usage file the cold run wrote.
+#                   (--experts-per-layer), no usage file, a new context
+#                   per job (--fresh): every job starts with a cold cache,
+#                   and the adaptive policy knows nothing yet;
+#       b25-warm    the same with a usage file recorded first by one pass
+#                   over the same prompts (warm start of the cache's heat).
 #     tok/s off / always / adaptive and acceptance, greedy, then acceptance
 #     sampled at temperature 0.7 (always mode; top-k off, seed fixed).
 #  2. bench16 (/work/bench-models/bench16.gguf, q4_0 experts, 13 GB) with a
 #     controlled-acceptance drafter (the main model's own next token with
 #     probability p) for p in PS: under a CAP_GIB cgroup-v1 memory cap
 #     (--ram CAP_GIB, the cap CAP_EXTRA_MIB above) and "resident": no cap,
-#     the default budget, after a warm-up generation, so the page cache is
-#     as warm as the machine allows (13 GB fits in 24 GB only when the
-#     others are idle: mb_read_per_tok says how resident it really was;
+#     the default budget, after the reference run, so the page cache is as
+#     warm as the machine allows (13 GB fits in 24 GB only when the others
+#     are idle: mb_read_per_tok says how resident it really was;
 #     RESIDENT_PRELOAD=1 preloads every expert instead, --ram 15G).
 #     tok/s off / always / adaptive, expert MB read and used per token.
 #
 # One "RUN part=… setting=… draft=… off_tok_s=… always_tok_s=… adaptive_tok_s=…
-# accept=… …" line per setting, then exactly one line:
+# …_spread=… accept=… …" line per setting, then exactly one line:
 #   RESULT trained_accept=… trained_spec_speedup=… trained_adaptive_speedup=…
 #     breakeven_p_capped=… breakeven_p_resident=… adaptive_worst_loss=…
 #     trained_accept_t07=… trained_adaptive_min_speedup=…
-# trained_accept: greedy acceptance, resident; *_speedup: tok/s against off,
-# resident (min: the lowest adaptive / off over the three trained
-# settings); breakeven_p: where always / off crosses 1 (linear between the
-# measured p; "none" when always is slower even at p = 1, 0 when it is
-# faster at p = 0); adaptive_worst_loss: the worst 1 - adaptive / max(off,
-# always) over every setting and p (negative: adaptive beat both).
-# Missing models give "na".
+#     adaptive_worst_setting=… run_spread_median=… run_spread_max=…
+# trained_accept: greedy acceptance, resident; *_speedup: median tok/s
+# against off's, resident (min: the lowest adaptive / off over the three
+# trained settings); breakeven_p: where always / off crosses 1 (linear
+# between the measured p; "none" when always is slower even at p = 1, 0
+# when it is faster at p = 0); adaptive_worst_loss: the worst
+# 1 - adaptive / max(off, always) of the medians over every setting and p
+# (negative: adaptive beat both), adaptive_worst_setting where it was;
+# run_spread_*: the median and largest spread of the tok/s behind them (a
+# loss well inside the spread is noise). Missing models give "na".
 #
 # Environment: BUILD (build dir, default build-mtp), WORK (/work/bench-models),
-# MODEL16 (bench16 file), NGEN (64), PROMPTS (4), PROMPT_LEN (64), REPS (3),
-# NGEN16 (16), PROMPT16 (16), REPS16 (1), PS ("0,0.25,0.5,0.75,0.9,1"),
+# MODEL16 (bench16 file), NGEN (96), PROMPTS (8), PROMPT_LEN (64), REPS (7),
+# NGEN16 (16), PROMPT16 (16), REPS16 (3), PS ("0,0.25,0.5,0.75,0.9,1"),
 # CAP_GIB (3), CAP_EXTRA_MIB (256), THREADS (2), SKIP_TRAINED=1,
 # SKIP_BENCH16=1, SKIP_RESIDENT16=1, RESIDENT_PRELOAD=1.
 # Needs root for the cgroup cap (without it the capped part runs uncapped
 # and says so). Run on an otherwise idle machine; the figures of a loaded
-# one are noisy (say the load with them).
+# one are noisy (the spreads say how much).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/lib/capped.sh
@@ -53,13 +64,13 @@ source "$ROOT/bench/lib/capped.sh"
 BUILD=${BUILD:-$ROOT/build-mtp}
 WORK=${WORK:-/work/bench-models}
 MODEL16=${MODEL16:-$WORK/bench16.gguf}
-NGEN=${NGEN:-64}
-PROMPTS=${PROMPTS:-4}
+NGEN=${NGEN:-96}
+PROMPTS=${PROMPTS:-8}
 PROMPT_LEN=${PROMPT_LEN:-64}
-REPS=${REPS:-3}
+REPS=${REPS:-7}
 NGEN16=${NGEN16:-16}
 PROMPT16=${PROMPT16:-16}
-REPS16=${REPS16:-1}
+REPS16=${REPS16:-3}
 PS=${PS:-0,0.25,0.5,0.75,0.9,1}
 CAP_GIB=${CAP_GIB:-3}
 CAP_EXTRA_MIB=${CAP_EXTRA_MIB:-256}
@@ -80,7 +91,9 @@ for k in trained_accept trained_accept_t07 trained_spec_speedup trained_adaptive
     R[$k]=na
 done
 WORST=""     # worst adaptive loss seen
+WORST_AT=na  # ... and where
 TR_MIN=""    # lowest trained adaptive / off
+SPREADS=""   # spread of every mode's tok/s, one per line
 
 # mode_field LOG DRAFT MODE KEY: KEY of bench_mtp's line for (DRAFT, MODE).
 mode_field() {
@@ -94,30 +107,51 @@ ratio() {
     awk -v a="$1" -v b="$2" 'BEGIN{ if (a == "" || b == "" || b + 0 == 0) print "na"; else printf "%.3f", a / b }'
 }
 
-# note_loss OFF ALWAYS ADAPTIVE: folds 1 - adaptive / max(off, always) into WORST.
+# note_loss OFF ALWAYS ADAPTIVE WHERE: folds 1 - adaptive / max(off, always) into WORST.
 note_loss() {
     local l
     l=$(awk -v o="$1" -v a="$2" -v d="$3" 'BEGIN{ m = o > a ? o : a; if (m > 0 && d != "") printf "%.4f", 1 - d / m }')
     [ -n "$l" ] || return 0
-    WORST=$(awk -v w="$WORST" -v l="$l" 'BEGIN{ print (w == "" || l > w) ? l : w }')
+    if awk -v w="$WORST" -v l="$l" 'BEGIN{ exit !(w == "" || l > w) }'; then
+        WORST=$l
+        WORST_AT=$4
+    fi
+}
+
+# spread LOG DRAFT MODE: (hi - lo) / median of the mode's tok/s ("na" if missing).
+spread() {
+    local md lo hi
+    md=$(mode_field "$1" "$2" "$3" tok_s)
+    lo=$(mode_field "$1" "$2" "$3" tok_s_lo)
+    hi=$(mode_field "$1" "$2" "$3" tok_s_hi)
+    awk -v m="$md" -v l="$lo" -v h="$hi" 'BEGIN{ if (m == "" || l == "" || h == "" || m + 0 == 0) print "na"; else printf "%.3f", (h - l) / m }'
 }
 
 # setting_line PART SETTING DRAFT LOG: one RUN line (and the loss) for a (setting, drafter).
 setting_line() {
-    local part=$1 setting=$2 draft=$3 log=$4 off on ad
+    local part=$1 setting=$2 draft=$3 log=$4 off on ad m sp
     off=$(mode_field "$log" "$draft" off tok_s)
     on=$(mode_field "$log" "$draft" always tok_s)
     ad=$(mode_field "$log" "$draft" adaptive tok_s)
+    declare -A S
+    for m in off always adaptive; do
+        sp=$(spread "$log" "$draft" "$m")
+        S[$m]=$sp
+        [ "$sp" = na ] || SPREADS+="$sp"$'\n'
+    done
     echo "RUN part=$part setting=$setting draft=$draft off_tok_s=$off always_tok_s=$on adaptive_tok_s=$ad" \
          "spec_speedup=$(ratio "$on" "$off") adaptive_speedup=$(ratio "$ad" "$off")" \
+         "off_spread=${S[off]} always_spread=${S[always]} adaptive_spread=${S[adaptive]}" \
+         "runs=$(mode_field "$log" "$draft" adaptive runs)/$(mode_field "$log" "$draft" off runs)" \
          "accept=$(mode_field "$log" "$draft" always accept)" \
          "adaptive_verifs=$(mode_field "$log" "$draft" adaptive verifs) adaptive_plain=$(mode_field "$log" "$draft" adaptive plain)" \
+         "adaptive_probes=$(mode_field "$log" "$draft" adaptive probes) adaptive_explore=$(mode_field "$log" "$draft" adaptive explore)" \
          "mb_read_per_tok_off=$(mode_field "$log" "$draft" off mb_read_per_tok)" \
          "mb_read_per_tok_always=$(mode_field "$log" "$draft" always mb_read_per_tok)" \
          "mb_used_per_tok_off=$(mode_field "$log" "$draft" off mb_used_per_tok)" \
          "mb_used_per_tok_always=$(mode_field "$log" "$draft" always mb_used_per_tok)" \
          "identical=$(mode_field "$log" "$draft" always identical)"
-    note_loss "$off" "$on" "$ad"
+    note_loss "$off" "$on" "$ad" "$part-$setting-$draft"
 }
 
 # ---- 1. the trained model -------------------------------------------------------
@@ -137,9 +171,11 @@ if [ "${SKIP_TRAINED:-0}" != 1 ] && [ -f "$TRAINED/config.json" ]; then
         case $setting in
             resident) extra=(--preload --no-usage) ;;
             b25-cold) dd if="$TM" iflag=nocache count=0 status=none 2>/dev/null || true
-                      rm -f "$OUT/trained.usage"
-                      extra=(--experts-per-layer "$e25" --usage "$OUT/trained.usage" --warmup 2) ;;
-            b25-warm) extra=(--experts-per-layer "$e25" --usage "$OUT/trained.usage") ;;
+                      extra=(--experts-per-layer "$e25" --no-usage --fresh) ;;
+            b25-warm) rm -f "$OUT/trained.usage"
+                      "$BUILD/bench_mtp" "${common[@]}" --reps 1 --modes off --experts-per-layer "$e25" \
+                          --usage "$OUT/trained.usage" >/dev/null 2>&1 || true
+                      extra=(--experts-per-layer "$e25" --usage "$OUT/trained.usage" --fresh) ;;
         esac
         if ! "$BUILD/bench_mtp" "${common[@]}" "${extra[@]}" >"$log.out" 2>"$log.err"; then
             echo "RUN part=trained setting=$setting status=failed"
@@ -154,11 +190,11 @@ if [ "${SKIP_TRAINED:-0}" != 1 ] && [ -f "$TRAINED/config.json" ]; then
             R[trained_spec_speedup]=$(ratio "$(mode_field "$log" mtp always tok_s)" "$(mode_field "$log" mtp off tok_s)")
             R[trained_adaptive_speedup]=$sp
             # sampled acceptance at temperature 0.7
-            if "$BUILD/bench_mtp" "${common[@]}" "${extra[@]}" --temp 0.7 --seed 7 --modes off,always \
+            if "$BUILD/bench_mtp" "${common[@]}" "${extra[@]}" --reps 1 --temp 0.7 --seed 7 --modes always \
                 >"$log-t07.out" 2>"$log-t07.err"; then
                 R[trained_accept_t07]=$(mode_field "$log-t07" mtp always accept)
                 echo "RUN part=trained setting=resident-t0.7 draft=mtp accept=${R[trained_accept_t07]}" \
-                     "off_tok_s=$(mode_field "$log-t07" mtp off tok_s) always_tok_s=$(mode_field "$log-t07" mtp always tok_s)" \
+                     "always_tok_s=$(mode_field "$log-t07" mtp always tok_s)" \
                      "identical=$(mode_field "$log-t07" mtp always identical)"
             fi
         fi
@@ -194,7 +230,7 @@ breakeven() {
 # ---- 2. bench16, controlled acceptance --------------------------------------------
 if [ "${SKIP_BENCH16:-0}" != 1 ] && [ -f "$MODEL16" ]; then
     LIMIT=$(( (CAP_GIB << 30) + (CAP_EXTRA_MIB << 20) ))
-    common16=(-m "$MODEL16" --p "$PS" --prompt-len "$PROMPT16" -n "$NGEN16" --reps "$REPS16" --warmup 4 -t "$THREADS"
+    common16=(-m "$MODEL16" --p "$PS" --prompt-len "$PROMPT16" -n "$NGEN16" --reps "$REPS16" -t "$THREADS"
               --no-usage)
     echo "bench16: $MODEL16, p in $PS, $NGEN16 tokens after $PROMPT16, $REPS16 repetition(s);" \
          "load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -209,8 +245,8 @@ if [ "${SKIP_BENCH16:-0}" != 1 ] && [ -f "$MODEL16" ]; then
     fi
     if [ "${SKIP_RESIDENT16:-0}" != 1 ]; then
         log=$OUT/b16-resident
-        if [ "${RESIDENT_PRELOAD:-0}" = 1 ]; then res=(--preload --ram 15G); else res=(--warmup 8); fi
-        if "$BUILD/bench_mtp" "${common16[@]}" "${res[@]}" >"$log.out" 2>"$log.err"; then
+        if [ "${RESIDENT_PRELOAD:-0}" = 1 ]; then res=(--preload --ram 15G); else res=(); fi
+        if "$BUILD/bench_mtp" "${common16[@]}" ${res[@]+"${res[@]}"} >"$log.out" 2>"$log.err"; then
             for p in ${PS//,/ }; do setting_line bench16 resident "$(printf 'p%.2f' "$p")" "$log"; done
             R[breakeven_p_resident]=$(breakeven "$log")
         else
@@ -225,4 +261,6 @@ fi
 echo "RESULT trained_accept=${R[trained_accept]} trained_spec_speedup=${R[trained_spec_speedup]}" \
      "trained_adaptive_speedup=${R[trained_adaptive_speedup]} breakeven_p_capped=${R[breakeven_p_capped]}" \
      "breakeven_p_resident=${R[breakeven_p_resident]} adaptive_worst_loss=${WORST:-na}" \
-     "trained_accept_t07=${R[trained_accept_t07]} trained_adaptive_min_speedup=${R[trained_adaptive_min_speedup]}"
+     "trained_accept_t07=${R[trained_accept_t07]} trained_adaptive_min_speedup=${R[trained_adaptive_min_speedup]}" \
+     "adaptive_worst_setting=$WORST_AT run_spread_median=$(printf '%s' "$SPREADS" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "na" }')" \
+     "run_spread_max=$(printf '%s' "$SPREADS" | sort -g | tail -1 | grep . || echo na)"

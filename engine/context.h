@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "cache/ecache.h"
+#include "engine/spec_policy.h"
 #include "common/err.h"
 #include "engine/model.h"
 #include "petrel.h"
@@ -113,6 +114,8 @@ struct petrel_context {
     petrel_context **rowbuf;      // (n_batch) storage for rowctx
     pt_multi_stats mst;           // multi-context steps, kept by the expert owner
     pt_prof prof;                 // compute time by part
+    pt_spec_costs spec_costs;     // step costs adaptive speculation measured, kept across
+                                  // petrel_generate calls (engine/spec_policy.h)
 };
 
 // The context owning c's expert cache (c itself unless shared).

@@ -127,14 +127,15 @@ static void policy_stats(petrel_context *c, const pt_spec_policy *p)
     s->spec_probes += p->n_probe;
     s->spec_probe_hits += p->n_probe_hit;
     s->spec_switches += p->n_switch;
+    s->spec_explore += p->n_explore;
     s->spec_acceptance = pt_spec_acceptance(p);
-    s->spec_t_plain_s = p->t_plain;
-    s->spec_t_verify_s = p->t_verify;
-    s->spec_t_draft_s = p->t_draft;
-    s->spec_bytes_plain = p->b_plain;
-    s->spec_bytes_verify = p->b_verify + p->b_draft;
-    s->spec_uses_plain = p->u_plain;
-    s->spec_uses_verify = p->u_verify;
+    s->spec_t_plain_s = p->k->t_plain.est;
+    s->spec_t_verify_s = p->k->t_verify.est;
+    s->spec_t_draft_s = p->k->t_draft.est;
+    s->spec_bytes_plain = p->k->b_plain;
+    s->spec_bytes_verify = p->k->b_verify + p->k->b_draft;
+    s->spec_uses_plain = p->k->u_plain;
+    s->spec_uses_verify = p->k->u_verify;
     s->spec_gain = p->gain;
     s->spec_on = p->on;
 }
@@ -167,7 +168,7 @@ int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt,
 
     int rc = -1;
     pt_spec_policy pol;
-    pt_spec_policy_init(&pol, spec ? mode : PETREL_SPEC_OFF);
+    pt_spec_policy_init(&pol, spec ? mode : PETREL_SPEC_OFF, &c->spec_costs);
     pt_mtp_queue q = {0};
     int start = gp->reuse_prefix ? reusable_prefix(c, prompt, n_prompt, use_mtp) : 0;
     petrel_kv_truncate(c, start);
@@ -265,8 +266,10 @@ out:
     if (rc == 0 && use_mtp && pt_mtp_fill(c, &q) < 0)
         rc = -1;
     res->t_total_s = pt_now() - g.t0;
-    if (spec)
+    if (spec) {
+        pt_spec_policy_done(&pol);
         policy_stats(c, &pol);
+    }
     pt_mtp_queue_free(&q);
     free(g.hist);
     return rc;

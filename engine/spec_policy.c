@@ -4,31 +4,53 @@
 
 #include <assert.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "petrel.h"
 
-// Weight of a new sample in the time and byte averages: about the last
-// three samples count, so that a cache warming up (or the machine's load
-// changing) shows within a few steps.
-#define EWMA_ALPHA 0.3
+// Weight of a new sample in the byte and use averages (reported, not
+// decided on).
+#define EWMA_ALPHA 0.25
 
-static void ewma(double *avg, double x)
+static void ewma(double *avg, double x, int n_before)
 {
-    *avg = *avg > 0 ? *avg + EWMA_ALPHA * (x - *avg) : x;
+    *avg = n_before > 0 ? *avg + EWMA_ALPHA * (x - *avg) : x;
 }
 
-// Step times on a shared machine have one-sided spikes (the thread was
-// preempted): a sample counts at most twice the current average, so that
-// one spike does not flip the decision, while a lasting change (a cache
-// going cold) still moves the average within a few steps.
-static void ewma_time(double *avg, double x)
+static int cmp_d(const void *a, const void *b)
 {
-    if (x <= 0)
-        x = 1e-9;
-    if (*avg > 0 && x > 2 * *avg)
-        x = 2 * *avg;
-    ewma(avg, x);
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+// Adds a sample and re-estimates: the smallest of the first two samples
+// (one of them may be a spike), then the mean of the window with every
+// sample clipped at PT_SPEC_CLIP times the median. The mean, not the
+// median, because tokens per second is total time over tokens: an I/O-bound
+// step's legitimate long tail must count. The clip keeps a preempted step
+// from counting as more than a few, while a lasting change (a cache going
+// cold) moves the median, and so the estimate, within half a window.
+static void win_add(pt_spec_win *w, double x)
+{
+    if (!(x > 0))
+        x = 1e-12;
+    w->v[w->next] = x;
+    w->next = (w->next + 1) % PT_SPEC_WIN;
+    if (w->n < PT_SPEC_WIN)
+        w->n++;
+    double s[PT_SPEC_WIN];
+    memcpy(s, w->v, sizeof(double) * (size_t)w->n);
+    qsort(s, (size_t)w->n, sizeof *s, cmp_d);
+    if (w->n <= 2) {
+        w->est = s[0];
+        return;
+    }
+    const double med = w->n % 2 ? s[w->n / 2] : 0.5 * (s[w->n / 2 - 1] + s[w->n / 2]);
+    double sum = 0;
+    for (int i = 0; i < w->n; i++)
+        sum += s[i] < PT_SPEC_CLIP * med ? s[i] : PT_SPEC_CLIP * med;
+    w->est = sum / w->n;
 }
 
 double pt_spec_gain(double acc, double t_plain, double t_verify, double t_draft)
@@ -38,13 +60,29 @@ double pt_spec_gain(double acc, double t_plain, double t_verify, double t_draft)
     return (1.0 + acc) * t_plain / (t_verify + t_draft) - 1.0;
 }
 
-void pt_spec_policy_init(pt_spec_policy *p, int mode)
+// A draft costs next to nothing (an external drafter, or a big model's MTP
+// block): probes are free, so acceptance is sampled on every plain step.
+static bool draft_cheap(const pt_spec_policy *p)
+{
+    return p->k->t_draft.n > 0 && p->k->t_plain.n > 0 &&
+           p->k->t_draft.est <= PT_SPEC_CHEAP_DRAFT * p->k->t_plain.est;
+}
+
+void pt_spec_policy_init(pt_spec_policy *p, int mode, pt_spec_costs *costs)
 {
     assert(mode == PETREL_SPEC_ADAPTIVE || mode == PETREL_SPEC_ALWAYS || mode == PETREL_SPEC_OFF);
     memset(p, 0, sizeof *p);
     p->mode = mode;
     p->on = mode == PETREL_SPEC_ALWAYS;
-    p->probe_gap = 1;
+    // Fixed modes measure into their own storage: what the context
+    // remembers is what adaptive generations measured.
+    p->k = mode == PETREL_SPEC_ADAPTIVE && costs ? costs : &p->own;
+    // With costly drafts, the last call's acceptance, weighed down.
+    if (!draft_cheap(p) && p->k->acc_n > 0) {
+        double w = p->k->acc_n > PT_SPEC_CARRY ? PT_SPEC_CARRY / p->k->acc_n : 1.0;
+        p->acc_hit = w * p->k->acc_hit;
+        p->acc_n = w * p->k->acc_n;
+    }
 }
 
 double pt_spec_acceptance(const pt_spec_policy *p)
@@ -52,22 +90,30 @@ double pt_spec_acceptance(const pt_spec_policy *p)
     return (p->acc_hit + 0.5) / (p->acc_n + 1.0);
 }
 
-// Gain with the verification cost scaled by vscale; before a verification
-// has been timed its cost is the prior PT_SPEC_PRIOR_VERIFY * t_plain
-// (optimistic for a memory-bound MoE, where it is nearer 2: one wasted
-// verification corrects it, and a pessimistic prior of 2 could never be
-// beaten by any acceptance).
-static double gain_acc(const pt_spec_policy *p, double acc, double vscale)
+void pt_spec_policy_done(pt_spec_policy *p)
 {
-    if (p->t_plain <= 0)
-        return 0;
-    double tv = p->t_verify > 0 ? p->t_verify : PT_SPEC_PRIOR_VERIFY * p->t_plain;
-    return pt_spec_gain(acc, p->t_plain, vscale * tv, p->t_draft);
+    if (p->mode == PETREL_SPEC_ADAPTIVE) {
+        p->k->acc_hit = p->acc_hit;
+        p->k->acc_n = p->acc_n;
+    }
 }
 
-static double gain_at(const pt_spec_policy *p, double vscale)
+// Gain at acceptance acc with the verification cost scaled by vscale;
+// before a verification has been timed its cost is the prior
+// PT_SPEC_PRIOR_VERIFY * t_plain. A two-token step does all the work of a
+// one-token step and at most about twice it, so the measured ratio is held
+// within [1, PT_SPEC_MAX_VERIFY]: a spike in either estimate (one sample
+// of a preempted step) cannot make the gain absurd before the other
+// samples outweigh it.
+static double gain_acc(const pt_spec_policy *p, double acc, double vscale)
 {
-    return gain_acc(p, pt_spec_acceptance(p), vscale);
+    const pt_spec_costs *k = p->k;
+    if (k->t_plain.n == 0)
+        return 0;
+    const double tp = k->t_plain.est;
+    double tv = k->t_verify.n ? k->t_verify.est : PT_SPEC_PRIOR_VERIFY * tp;
+    tv = tv < tp ? tp : tv > PT_SPEC_MAX_VERIFY * tp ? PT_SPEC_MAX_VERIFY * tp : tv;
+    return pt_spec_gain(acc, tp, vscale * tv, k->t_draft.est);
 }
 
 // Acceptance one standard error above the estimate (binomial over the
@@ -79,14 +125,44 @@ static double acceptance_high(const pt_spec_policy *p)
     return hi > 1 ? 1 : hi;
 }
 
-// Shortest gap between probes: probes (each costs a draft) take at most
-// PT_SPEC_PROBE_BUDGET of the time of the plain steps between them, so
-// free drafts (an external drafter) are sampled every step.
-static int min_gap(const pt_spec_policy *p)
+// Steps between two explorations of the other regime: one costs about
+// |gain| of a step, so every |gain| / PT_SPEC_EXPLORE steps they take about
+// PT_SPEC_EXPLORE of the time.
+static int explore_gap(double gain)
 {
-    if (p->t_plain <= 0)
+    double g = fabs(gain) / PT_SPEC_EXPLORE;
+    return g < PT_SPEC_EXPLORE_MIN ? PT_SPEC_EXPLORE_MIN : g > PT_SPEC_EXPLORE_MAX ? PT_SPEC_EXPLORE_MAX : (int)g;
+}
+
+// Steps between two explorations at this gain, with the backoff; the
+// shortest while the other regime's estimate rests on fewer than 3 samples
+// (the first ones may be spikes, and the clipping needs 3).
+static int explore_gap_k(const pt_spec_policy *p)
+{
+    const pt_spec_win *other = p->on ? &p->k->t_plain : &p->k->t_verify;
+    if (other->n < 3)
+        return PT_SPEC_EXPLORE_MIN;
+    // A two-token step measured cheaper than a one-token step: one of the
+    // estimates is stale (the load changed since) or spiked; look again soon.
+    if (p->k->t_verify.est < p->k->t_plain.est)
+        return PT_SPEC_EXPLORE_MIN;
+    int gap = explore_gap(p->gain) * (p->k->backoff > 1 ? p->k->backoff : 1);
+    return gap > PT_SPEC_EXPLORE_MAX ? PT_SPEC_EXPLORE_MAX : gap;
+}
+
+// Plain steps between acceptance probes while off: when a higher
+// acceptance could make speculation pay, as often as PT_SPEC_PROBE_BUDGET
+// of the plain steps' time allows (every step for cheap drafts); when not
+// even that, rarely (8 * PT_SPEC_PROBE_MAX), so that a text that turns
+// predictable is still noticed.
+static int probe_gap(const pt_spec_policy *p)
+{
+    const pt_spec_costs *k = p->k;
+    if (draft_cheap(p))
         return 1;
-    double g = p->t_draft / (PT_SPEC_PROBE_BUDGET * p->t_plain);
+    if (gain_acc(p, acceptance_high(p), 1.0) < 0)
+        return 8 * PT_SPEC_PROBE_MAX;
+    double g = k->t_draft.est / (PT_SPEC_PROBE_BUDGET * k->t_plain.est);
     return g < 1 ? 1 : g > PT_SPEC_PROBE_MAX ? PT_SPEC_PROBE_MAX : (int)g + 1;
 }
 
@@ -94,20 +170,27 @@ static int min_gap(const pt_spec_policy *p)
 // that noise around break-even does not flip it every step.
 static void decide(pt_spec_policy *p)
 {
-    p->gain = gain_at(p, 1.0);
-    // Leaving needs the gain negative even for an acceptance one standard
-    // error higher: while on, acceptance is sampled every step, but once
-    // off only by probes, rarely, so a dip of noise would keep it off for
-    // long; staying on when truly a little below break-even costs little.
-    if (p->on && gain_acc(p, acceptance_high(p), 1.0) < -PT_SPEC_HYST) {
+    const bool was_on = p->on;
+    p->gain = gain_acc(p, pt_spec_acceptance(p), 1.0);
+    // Leaving with costly drafts needs the gain negative even for an
+    // acceptance one standard error higher: once off, acceptance is
+    // sampled only by rare probes, so leaving on a dip of noise would keep
+    // it off for long. With cheap drafts every plain step probes.
+    if (p->on && p->gain < -PT_SPEC_HYST &&
+        (draft_cheap(p) || gain_acc(p, acceptance_high(p), 1.0) < -PT_SPEC_HYST)) {
         p->on = false;
         p->n_switch++;
-        p->probe_gap = min_gap(p); // the estimate is fresh: probe soon, then back off
-        p->since_probe = 0;
+        p->since_verify = 0;
     } else if (!p->on && p->gain > PT_SPEC_HYST) {
         p->on = true;
         p->n_switch++;
         p->since_plain = 0;
+    }
+    // An exploration that changed nothing: the next one twice as late.
+    if (p->explored) {
+        p->explored = false;
+        int *b = &p->k->backoff;
+        *b = p->on != was_on ? 1 : *b < 1 ? 2 : *b * 2 > PT_SPEC_BACKOFF_MAX ? PT_SPEC_BACKOFF_MAX : *b * 2;
     }
 }
 
@@ -117,26 +200,36 @@ int pt_spec_next(pt_spec_policy *p)
         return PT_STEP_PLAIN;
     if (p->mode == PETREL_SPEC_ALWAYS)
         return PT_STEP_VERIFY;
-    if (p->t_plain <= 0)
-        return PT_STEP_PLAIN_PROBE; // first step: time a plain step, one acceptance sample
-    if (p->t_verify <= 0)
-        return PT_STEP_VERIFY; // second: time a verification (at worst one step's loss, once)
+    const pt_spec_costs *k = p->k;
+    if (k->t_plain.n == 0)
+        return PT_STEP_PLAIN_PROBE; // nothing known: time a plain step and a draft, one acceptance sample
+    if (k->t_verify.n == 0)
+        return PT_STEP_VERIFY; // time a verification (at worst one step's loss, once per context)
     decide(p);
-    if (p->on)
-        return p->since_plain >= PT_SPEC_REFRESH_PLAIN ? PT_STEP_PLAIN : PT_STEP_VERIFY;
-    // Off: refresh the verification cost only when a 25% cheaper one would
-    // change the decision (a cache that warmed up, less load); otherwise
-    // keep sampling acceptance, ever more rarely while it stays too low.
-    if (p->since_verify >= PT_SPEC_REFRESH_VERIFY && gain_at(p, 0.75) > 0)
+    if (p->on) {
+        if (p->since_plain >= explore_gap_k(p)) {
+            p->n_explore++;
+            p->explored = true;
+            return PT_STEP_PLAIN; // refresh t_plain
+        }
         return PT_STEP_VERIFY;
-    return p->since_probe >= p->probe_gap ? PT_STEP_PLAIN_PROBE : PT_STEP_PLAIN;
+    }
+    // Off: refresh the verification cost only when a 25% cheaper one
+    // could change the decision (a cache that warmed up, less load).
+    if (p->since_verify >= explore_gap_k(p) && (p->k->t_verify.n < 3 || gain_acc(p, acceptance_high(p), 0.75) > 0)) {
+        p->n_explore++;
+        p->explored = true;
+        return PT_STEP_VERIFY;
+    }
+    return p->since_probe >= probe_gap(p) ? PT_STEP_PLAIN_PROBE : PT_STEP_PLAIN;
 }
 
 void pt_spec_note_plain(pt_spec_policy *p, double dt, double bytes, double uses)
 {
-    ewma_time(&p->t_plain, dt);
-    ewma(&p->b_plain, bytes);
-    ewma(&p->u_plain, uses);
+    pt_spec_costs *k = p->k;
+    ewma(&k->b_plain, bytes, k->t_plain.n);
+    ewma(&k->u_plain, uses, k->t_plain.n);
+    win_add(&k->t_plain, dt);
     p->n_plain++;
     p->since_probe++;
     p->since_verify++;
@@ -145,18 +238,21 @@ void pt_spec_note_plain(pt_spec_policy *p, double dt, double bytes, double uses)
 
 void pt_spec_note_verify(pt_spec_policy *p, double dt, double bytes, double uses)
 {
-    ewma_time(&p->t_verify, dt);
-    ewma(&p->b_verify, bytes);
-    ewma(&p->u_verify, uses);
+    pt_spec_costs *k = p->k;
+    ewma(&k->b_verify, bytes, k->t_verify.n);
+    ewma(&k->u_verify, uses, k->t_verify.n);
+    win_add(&k->t_verify, dt);
     p->n_verify++;
     p->since_plain++;
     p->since_verify = 0;
+    p->since_probe = 0; // a verification samples acceptance too
 }
 
 void pt_spec_note_draft(pt_spec_policy *p, double dt, double bytes)
 {
-    ewma_time(&p->t_draft, dt > 0 ? dt : 1e-12);
-    ewma(&p->b_draft, bytes > 0 ? bytes : 1e-9);
+    pt_spec_costs *k = p->k;
+    ewma(&k->b_draft, bytes, k->t_draft.n);
+    win_add(&k->t_draft, dt);
 }
 
 void pt_spec_note_outcome(pt_spec_policy *p, bool accepted, bool probe)
@@ -168,18 +264,6 @@ void pt_spec_note_outcome(pt_spec_policy *p, bool accepted, bool probe)
         p->n_probe++;
         p->n_probe_hit += accepted;
         p->since_probe = 0;
-        // Far from paying: wait twice as long before the next probe; near
-        // break-even, keep sampling at the budget's pace.
-        int lo = min_gap(p);
-        if (p->mode == PETREL_SPEC_ADAPTIVE && !p->on && gain_at(p, 1.0) < PT_SPEC_FAR) {
-            p->probe_gap *= 2;
-            if (p->probe_gap > PT_SPEC_PROBE_MAX)
-                p->probe_gap = PT_SPEC_PROBE_MAX;
-        } else {
-            p->probe_gap = lo;
-        }
-        if (p->probe_gap < lo)
-            p->probe_gap = lo;
     } else {
         p->n_accepted += accepted;
     }

@@ -4,22 +4,47 @@
 // with the MTP block: it yields 1 + (draft accepted) tokens for the price of
 // a two-token step plus a draft, against 1 token for a plain one-token step.
 // On a memory- or I/O-bound MoE the two-token step reads nearly twice the
-// experts (the union of both tokens' choices), so speculation pays only when
-// acceptance is high enough. The adaptive policy measures all of it online:
+// experts (the union of both tokens' choices), on a small compute-bound one
+// it computes twice the rows, so speculation pays only when acceptance is
+// high enough. The adaptive policy measures all of it online:
 //   acceptance a     decayed counts of drafts accepted / drafts checked,
-//                    from verifications and from cheap probes (a draft made
+//                    from verifications and from probes (a draft made
 //                    during plain decoding and compared with the token that
 //                    plain decoding produces next; nothing verified);
-//   t_plain          seconds per plain step, and its expert bytes / uses;
-//   t_verify         seconds per two-token step, and its expert bytes / uses;
-//   t_draft          seconds per draft (MTP block on one or two rows).
-// Expected gain of speculating, in tokens per second relative to plain:
+//   t_plain          seconds per plain step,
+//   t_verify         seconds per two-token step,
+//   t_draft          seconds per draft (MTP block on one row, or the
+//                    external drafter),
+// each the mean of its last PT_SPEC_WIN samples, every sample clipped at
+// PT_SPEC_CLIP times their median (a thread preempted on a shared machine
+// gives one-sided spikes). Expected gain of speculating, in tokens per
+// second relative to plain:
 //   gain = (1 + a) * t_plain / (t_verify + t_draft) - 1
-// It speculates while gain > 0 (with a small hysteresis), keeps probing
-// acceptance at a growing interval while off, refreshes t_plain now and then
-// while on, and t_verify while off when a cheaper verification would flip
-// the decision. None of this can change a token: the policy only picks
-// which kind of step produces the next one (engine/generate.c).
+// It verifies while gain > +PT_SPEC_HYST and decodes plain steps while gain
+// < -PT_SPEC_HYST (inside the band it keeps its regime: at break-even both
+// are within the band of each other, and it does not flap on noise). The
+// measurements of the regime it is not in are refreshed by exploration
+// whose expected loss is bounded: a step of the other kind every
+// |gain| / PT_SPEC_EXPLORE steps (so about PT_SPEC_EXPLORE of the time
+// whatever the gain), twice as rarely after each exploration that did not
+// change the regime (up to PT_SPEC_BACKOFF_MAX times); and acceptance
+// probes while off only when a higher acceptance (one standard error up)
+// could make speculation pay, at a pace where drafts take at most
+// PT_SPEC_PROBE_BUDGET of the time (every step for free drafts). When
+// acceptance cannot pay, an adaptive generation costs next to nothing over
+// plain decoding.
+//
+// The step costs are properties of the machine, the model and its cache,
+// not of the text: they live in a pt_spec_costs that the context keeps
+// across petrel_generate calls (a later call starts deciding at once). The
+// acceptance is a property of the text and the drafter: every call starts
+// from one prior sample at 0.5 and, when drafts are costly (the model's own
+// MTP block: the same drafter on the same model, and probes to relearn it
+// cost), the last call's counts weighed down to PT_SPEC_CARRY samples; when
+// they are cheap every plain step probes, and a fresh start does not carry
+// one text's acceptance into the next.
+// None of this can change a token: the policy only picks which kind of step
+// produces the next one (engine/generate.c).
 #ifndef PETREL_ENGINE_SPEC_POLICY_H
 #define PETREL_ENGINE_SPEC_POLICY_H
 
@@ -34,31 +59,53 @@ enum {
 };
 
 // Tuning constants (see the contract above; spec_policy.c says why).
-#define PT_SPEC_WINDOW 16.0        // acceptance samples in the decayed window
+#define PT_SPEC_WIN 8              // samples per cost estimate
+#define PT_SPEC_CLIP 1.5
+#define PT_SPEC_WINDOW 32.0        // acceptance samples in the decayed window
+#define PT_SPEC_CARRY 8.0          // acceptance samples a call inherits from the last (costly drafts)
 #define PT_SPEC_PRIOR_VERIFY 1.5   // t_verify / t_plain assumed before one is measured
+#define PT_SPEC_MAX_VERIFY 2.5     // t_verify / t_plain is taken within [1, this]
 #define PT_SPEC_HYST 0.02          // switch on above +2%, off below -2%
-#define PT_SPEC_PROBE_MAX 32       // longest gap between acceptance probes while off
+#define PT_SPEC_EXPLORE 0.003      // exploration steps cost about this share of the time
+#define PT_SPEC_EXPLORE_MIN 8      // fewest steps between two explorations
+#define PT_SPEC_EXPLORE_MAX 256    // most steps between two explorations
+#define PT_SPEC_BACKOFF_MAX 16     // an exploration that changes nothing doubles the gap, up to this factor
 #define PT_SPEC_PROBE_BUDGET 0.02  // share of the plain steps' time probes may take
-#define PT_SPEC_FAR -0.15          // a gain below this backs the probes off
-#define PT_SPEC_REFRESH_PLAIN 32   // verifications between t_plain refreshes while on
-#define PT_SPEC_REFRESH_VERIFY 128 // plain steps between t_verify refreshes while off
+#define PT_SPEC_PROBE_MAX 32       // longest gap between acceptance probes while off
+#define PT_SPEC_CHEAP_DRAFT 0.05   // a draft under this share of a plain step is cheap
+
+// Mean of the last PT_SPEC_WIN samples of one quantity, each clipped at
+// PT_SPEC_CLIP times their median.
+typedef struct pt_spec_win {
+    double v[PT_SPEC_WIN]; // (n) samples, ring buffer
+    int n, next;           // samples held; slot the next one goes to
+    double est;            // the estimate (0 = no sample yet)
+} pt_spec_win;
+
+// What a context remembers between petrel_generate calls (zero = nothing).
+typedef struct pt_spec_costs {
+    pt_spec_win t_plain, t_verify, t_draft; // seconds per step of each kind
+    double b_plain, b_verify, b_draft;      // expert bytes read per step of each kind (last-8 average)
+    double u_plain, u_verify;               // expert uses (distinct experts per batch) per step
+    double acc_hit, acc_n;                  // last call's decayed acceptance counts
+    int backoff;                            // exploration gap factor (1..PT_SPEC_BACKOFF_MAX; 0 = 1)
+} pt_spec_costs;
 
 typedef struct pt_spec_policy {
     int mode;                  // PETREL_SPEC_ADAPTIVE / _ALWAYS / _OFF
     bool on;                   // current regime (adaptive): verifying drafts
-    // estimates
-    double acc_hit, acc_n;     // decayed accepted / checked drafts
-    double t_plain, t_verify, t_draft; // EWMA seconds per step of each kind (0 = no sample yet)
-    double b_plain, b_verify, b_draft; // EWMA expert bytes read per plain step / verification / draft
-    double u_plain, u_verify;  // EWMA expert uses (distinct experts per batch) per step
+    pt_spec_costs *k;          // the step costs (the context's, or own)
+    pt_spec_costs own;         // storage when the caller keeps none
+    // acceptance
+    double acc_hit, acc_n;     // decayed accepted / checked drafts of this call
     double gain;               // gain at the last decision
     // schedule
-    int since_probe;           // plain steps since the last acceptance probe
-    int probe_gap;             // plain steps between probes (doubles while off, up to PT_SPEC_PROBE_MAX)
+    int since_probe;           // plain steps since the last acceptance sample while off
     int since_plain;           // verifications since the last plain step
     int since_verify;          // plain steps since the last verification
+    bool explored;             // the last step explored the other regime
     // counts
-    uint64_t n_plain, n_verify, n_accepted, n_probe, n_probe_hit, n_switch;
+    uint64_t n_plain, n_verify, n_accepted, n_probe, n_probe_hit, n_switch, n_explore;
 } pt_spec_policy;
 
 // Expected relative change of tokens per second when verifying drafts
@@ -66,9 +113,14 @@ typedef struct pt_spec_policy {
 // Pure; t_plain, t_verify > 0, acc in [0, 1].
 double pt_spec_gain(double acc, double t_plain, double t_verify, double t_draft);
 
-void pt_spec_policy_init(pt_spec_policy *p, int mode);
+// A policy for one generation. costs: the step costs remembered from
+// earlier calls, updated by this one (NULL: none kept, the policy starts
+// from nothing). Only the adaptive mode reads or writes them.
+void pt_spec_policy_init(pt_spec_policy *p, int mode, pt_spec_costs *costs);
+// Ends a generation: remembers its acceptance as the next call's prior.
+void pt_spec_policy_done(pt_spec_policy *p);
 // Acceptance estimate: decayed hits over decayed samples, with one prior
-// sample at 0.5 so that it is defined before any evidence.
+// sample so that it is defined before any evidence.
 double pt_spec_acceptance(const pt_spec_policy *p);
 // The kind of the next step (PT_STEP_*). Always PT_STEP_VERIFY for
 // _ALWAYS, PT_STEP_PLAIN for _OFF.

@@ -13,12 +13,13 @@ void pt_spec_print_stats(const petrel_stats *s, void *file)
     const uint64_t drafts = s->spec_verify_steps + s->spec_probes;
     const uint64_t right = s->spec_accepted + s->spec_probe_hits;
     fprintf(f, "speculation (%s%s): %llu verifications (%llu accepted), %llu plain steps, %llu probes (%llu right), "
-               "%llu switches; drafts right %.1f%% of %llu\n",
+               "%llu switches, %llu exploration steps; drafts right %.1f%% of %llu\n",
             petrel_spec_mode_name(s->spec_mode),
             s->spec_mode == PETREL_SPEC_ADAPTIVE ? (s->spec_on ? ", now on" : ", now off") : "",
             (unsigned long long)s->spec_verify_steps, (unsigned long long)s->spec_accepted,
             (unsigned long long)s->spec_plain_steps, (unsigned long long)s->spec_probes,
             (unsigned long long)s->spec_probe_hits, (unsigned long long)s->spec_switches,
+            (unsigned long long)s->spec_explore,
             drafts ? 100.0 * (double)right / (double)drafts : 0.0, (unsigned long long)drafts);
     fprintf(f, "speculation inputs: acceptance %.3f, plain step %.2f ms / %.2f MB read / %.1f experts, "
                "verification %.2f ms + draft %.2f ms / %.2f MB read / %.1f experts, expected gain %+.1f%%\n",

@@ -244,6 +244,7 @@ typedef struct petrel_stats {
     uint64_t spec_probes;          // drafts made only to sample acceptance (not verified)
     uint64_t spec_probe_hits;      // ... that were right
     uint64_t spec_switches;        // adaptive regime changes
+    uint64_t spec_explore;         // steps of the other regime taken to refresh its cost
     double spec_acceptance;        // acceptance estimate (decayed window)
     double spec_t_plain_s;         // seconds per plain step (moving average)
     double spec_t_verify_s;        // seconds per verification, without its draft

@@ -14,20 +14,8 @@
 static const petrel_token prompt[] = {7, 100, 42, 311, 5, 9, 260, 77};
 #define NP ((int)(sizeof prompt / sizeof prompt[0]))
 
-typedef struct collect {
-    petrel_token t[256];
-    int n;
-} collect;
-
-static int on_tok(void *u, petrel_token t)
-{
-    collect *c = u;
-    c->t[c->n++] = t;
-    return 0;
-}
-
 typedef struct oracle {
-    const collect *ref;   // the right answers
+    const tu_tokens *ref; // the right answers
     int every;            // right only on positions where pos % every == 0 (1 = always)
     int calls;
 } oracle;
@@ -58,22 +46,15 @@ static petrel_model *open_model(void)
 }
 
 static void gen(petrel_model *m, petrel_context *reuse, const petrel_token *p, int np, petrel_gen_params gp,
-                collect *out, petrel_gen_result *res)
+                tu_tokens *out, petrel_gen_result *res)
 {
     char err[1024];
     petrel_context *c = reuse ? reuse : petrel_context_new(m, NULL, err, sizeof err);
     cr_assert(c, "%s", err);
     memset(out, 0, sizeof *out);
-    cr_assert_eq(petrel_generate(c, p, np, &gp, on_tok, out, res), 0, "%s", petrel_context_error(c));
+    cr_assert_eq(petrel_generate(c, p, np, &gp, tu_collect_token, out, res), 0, "%s", petrel_context_error(c));
     if (!reuse)
         petrel_context_free(c);
-}
-
-static void expect_same(const collect *a, const collect *b, const char *what)
-{
-    cr_assert_eq(a->n, b->n, "%s: %d vs %d tokens", what, a->n, b->n);
-    for (int i = 0; i < a->n; i++)
-        cr_assert_eq(a->t[i], b->t[i], "%s: token %d differs (%d vs %d)", what, i, a->t[i], b->t[i]);
 }
 
 static void speculative_matches(petrel_sampler_params *sp)
@@ -82,7 +63,7 @@ static void speculative_matches(petrel_sampler_params *sp)
     const int nv = petrel_model_n_vocab(m);
     petrel_gen_params gp = {.n_predict = NGEN, .ignore_eos = true};
     petrel_gen_result res;
-    collect ref, got;
+    tu_tokens ref, got;
 
     gp.sampler = sp ? petrel_sampler_new(sp, nv) : NULL;
     gen(m, NULL, prompt, NP, gp, &ref, &res);
@@ -94,7 +75,7 @@ static void speculative_matches(petrel_sampler_params *sp)
     gp.speculative = true;
     gp.spec_mode = PETREL_SPEC_ALWAYS; // verify every draft (the adaptive policy: tests/test_spec_policy.c)
     gen(m, NULL, prompt, NP, gp, &got, &res);
-    expect_same(&ref, &got, "MTP speculation");
+    tu_expect_same_tokens(&ref, &got, "MTP speculation");
     cr_expect(res.n_drafted > 0);
     petrel_sampler_free(gp.sampler);
 
@@ -106,7 +87,7 @@ static void speculative_matches(petrel_sampler_params *sp)
         gp.draft_fn = oracle_draft;
         gp.draft_user = &o;
         gen(m, NULL, prompt, NP, gp, &got, &res);
-        expect_same(&ref, &got, every[i] == 1 ? "always-right drafts" : "partly-right drafts");
+        tu_expect_same_tokens(&ref, &got, every[i] == 1 ? "always-right drafts" : "partly-right drafts");
         if (every[i] == 1)
             cr_expect(res.n_accepted >= res.n_drafted - 1 && res.n_accepted >= NGEN / 2 - 1,
                       "always-right drafts: %d of %d accepted", res.n_accepted, res.n_drafted);
@@ -140,7 +121,7 @@ Test(generate, prefix_reuse_identical)
     for (int spec = 0; spec < 2; spec++) {
         petrel_gen_params gp = {.n_predict = 8, .ignore_eos = true, .speculative = spec};
         petrel_gen_result res;
-        collect first, fresh, reused;
+        tu_tokens first, fresh, reused;
         petrel_context *c = petrel_context_new(m, NULL, err, sizeof err);
         cr_assert(c, "%s", err);
         gen(m, c, prompt, NP, gp, &first, &res);
@@ -158,7 +139,7 @@ Test(generate, prefix_reuse_identical)
         cr_expect_lt(res.n_prefilled, n2 - NP, "spec=%d: prefilled %d of %d", spec, res.n_prefilled, n2);
         gen(m, NULL, p2, n2, gp, &fresh, &res);
         cr_expect_eq(res.n_prefilled, n2);
-        expect_same(&fresh, &reused, spec ? "prefix reuse (speculative)" : "prefix reuse");
+        tu_expect_same_tokens(&fresh, &reused, spec ? "prefix reuse (speculative)" : "prefix reuse");
         petrel_context_free(c);
     }
     petrel_model_close(m);

@@ -173,3 +173,19 @@ int32_t *tu_golden_i32(const char *name, size_t *count)
         *count = b / sizeof(int32_t);
     return p;
 }
+
+int tu_collect_token(void *user, petrel_token t)
+{
+    tu_tokens *c = user;
+    if (c->n < TU_MAX_TOKENS)
+        c->t[c->n] = t;
+    c->n++;
+    return 0;
+}
+
+void tu_expect_same_tokens(const tu_tokens *a, const tu_tokens *b, const char *what)
+{
+    cr_assert_eq(a->n, b->n, "%s: %d vs %d tokens", what, a->n, b->n);
+    for (int i = 0; i < a->n && i < TU_MAX_TOKENS; i++)
+        cr_assert_eq(a->t[i], b->t[i], "%s: token %d differs (%d vs %d)", what, i, a->t[i], b->t[i]);
+}

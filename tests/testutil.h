@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "petrel.h"
+
 // Path of a fixture under tests/fixtures/ (static buffer per call site is
 // not needed: returns a malloc'ed string).
 char *tu_fixture(const char *rel);
@@ -29,5 +31,16 @@ char *tu_synth_model(const char *preset);
 // Reads a float32 golden file of tiny-dsv3 (e.g. "case1_logits.f32.bin").
 float *tu_golden_f32(const char *name, size_t *count);
 int32_t *tu_golden_i32(const char *name, size_t *count);
+
+// The tokens of one generation: tu_collect_token is the petrel_token_fn
+// that appends to a tu_tokens (user); past TU_MAX_TOKENS it only counts.
+#define TU_MAX_TOKENS 256
+typedef struct tu_tokens {
+    petrel_token t[TU_MAX_TOKENS];
+    int n;
+} tu_tokens;
+int tu_collect_token(void *user, petrel_token t);
+// Asserts that two generations gave the same tokens; what names the case.
+void tu_expect_same_tokens(const tu_tokens *a, const tu_tokens *b, const char *what);
 
 #endif
