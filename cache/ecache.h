@@ -72,6 +72,7 @@ typedef struct pt_ecache_cfg {
     double halflife;                   // > 0: uses decay by half every halflife tokens of
                                        // the layer (recency + frequency); 0: plain counts
     int n_used;                        // experts per token (the decay's unit; 0 = 1)
+    bool no_next;                      // without next-aware eviction (see below; with a half-life only)
 } pt_ecache_cfg;
 
 // Per-layer counters (one "use" = one distinct expert of one batch).
@@ -101,7 +102,7 @@ enum { PT_EC_DEMAND = 0, PT_EC_PREFETCH = 1, PT_EC_RETRY = 2 };
 
 // The engine's half-life of expert uses, in tokens (engine/stream.c; the
 // cache-policy replay bench/bench_trace.c uses the same).
-#define PT_EC_HALFLIFE 128.0
+#define PT_EC_HALFLIFE 32.0
 
 typedef struct pt_ecache pt_ecache;
 

@@ -201,3 +201,38 @@ Test(cache, usage_file_round_trip_and_hot_pick)
     tu_rmrf(dir);
     free(dir);
 }
+
+// Next-aware eviction: experts used in the cycle 0 1 2 0 1 2 ... with two
+// slots. Least recent (or least used) first misses every time (the victim
+// is always the next one needed); the transitions 0->1, 1->2, 2->0 learned
+// online keep the expert that follows the one just used, so after the first
+// cycles every other step hits (the misses alternate with hits).
+static int cycle_hits(fx *f, bool no_next)
+{
+    pt_err err;
+    pt_ecache_cfg cfg = {.reader = f->rd, .path = f->path, .n_layers = 2, .layers = f->src,
+                         .slots_per_layer = 2, .halflife = 1000, .n_used = 1, .no_next = no_next};
+    pt_ecache *c = pt_ecache_new(&cfg, &err);
+    cr_assert(c, "%s", err.msg);
+    for (int i = 0; i < 30; i++) {
+        const void *w[3];
+        cr_assert_eq(pt_ecache_acquire(c, 0, i % 3, w, &err), 0, "%s", err.msg);
+        check_bytes(f, 0, i % 3, w);
+        pt_ecache_release(c, 0, i % 3);
+    }
+    const pt_ecache_layer_stats *s = pt_ecache_lstats(c, 0);
+    cr_assert_eq(s->hits_lru + s->misses, 30);
+    int hits = (int)s->hits_lru;
+    pt_ecache_free(c);
+    return hits;
+}
+
+Test(cache, next_aware_eviction_learns_transitions)
+{
+    fx f;
+    fx_open(&f, PT_IO_BUFFERED);
+    const int plain = cycle_hits(&f, true), aware = cycle_hits(&f, false);
+    cr_assert_eq(plain, 0, "decayed uses alone: %d hits", plain);
+    cr_assert(aware >= 12 && aware <= 15, "next-aware: %d hits of 30 (15 at most: a miss before every hit)", aware);
+    fx_close(&f);
+}
