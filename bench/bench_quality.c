@@ -4,21 +4,34 @@
 //   bench_quality GOLDEN_DIR MODEL.gguf
 //       against the reference golden logits of tiny-dsv3 (caseK_*.bin):
 //       argmax=<fraction> kl_mean=<nats> kl_max=<nats> positions=<n>
-//   bench_quality --ref REF.gguf --ids IDS [--ctx N] [--max-tokens N] [--threads N] MODEL.gguf...
+//   bench_quality --ref REF.gguf --ids IDS [--ctx N] [--max-tokens N] [--threads N] [--flips] MODEL.gguf...
 //       teacher-forced on a token sequence (IDS: a file of token ids, any
 //       separators, e.g. `petrel tokenize` output), cut into windows of N
 //       tokens (default: the model's training context), each decoded as one
 //       batch with every position's logits. Per MODEL, against REF (the f32
 //       conversion): one line
 //       model=<path> top1=<agreement> kl_mean=<nats> kl_max=<nats> ppl=<ppl> ref_ppl=<ppl> positions=<n>
-//             top1_clear=<agreement> clear_positions=<n>
-//       top1: the argmax equals REF's; KL(REF || MODEL) per position;
+//             top1_clear=<agreement> clear_positions=<n> top1_se=<se> route_diff=<fraction>
+//             flips=<n> flips_route=<n> flips_route_prefix=<n>
+//       top1: the argmax equals REF's (ties broken alike: the lowest id, as
+//       llama-perplexity's "Same top p"); top1_se: its binomial standard
+//       error sqrt(p (1 - p) / n) (positions of a window are not independent:
+//       a guide, not a bound); KL(REF || MODEL) per position;
 //       top1_clear: the same over the clear_positions where REF's top-1
 //       leads its second choice by more than 0.1 nats (log-probability);
 //       perplexity of the next token over positions that have one.
+//       Routing against REF (the routed experts each MoE block selects):
+//       route_diff=<fraction of positions whose own selection differs from
+//       REF's in some block> flips=<positions whose top-1 differs>
+//       flips_route=<of them, with a differing selection at that position>
+//       flips_route_prefix=<... at that or an earlier position of the window,
+//       which reaches it through attention>.
+//       --flips: one line per flipped position on stderr (REF's margin, the
+//       model's choice, whether its routing differed).
 #include <assert.h>
 #include <ctype.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +79,16 @@ static int argmax(const double *v, int n)
         if (v[i] > v[a])
             a = i;
     return a;
+}
+
+// The largest entry of v (n) other than v[skip].
+static double second_of(const double *v, int n, int skip)
+{
+    double s = -INFINITY;
+    for (int i = 0; i < n; i++)
+        if (i != skip && v[i] > s)
+            s = v[i];
+    return s;
 }
 
 // KL(p || q) of two log-distributions over n entries.
@@ -160,6 +183,52 @@ static int32_t *read_ids(const char *path, int *n)
     return ids;
 }
 
+// Routed experts selected in one window: sel[(layer * ctx + pos) * QR_K + i],
+// n[layer * ctx + pos] of them (ascending ids, as the observer gets them).
+#define QR_LAYERS 64
+#define QR_K 16
+typedef struct qroutes {
+    int ctx;
+    int32_t *sel; // [QR_LAYERS][ctx][QR_K]
+    int8_t *n;    // [QR_LAYERS][ctx]; 0: the block did not route that position
+} qroutes;
+
+static void qroutes_init(qroutes *r, int ctx)
+{
+    r->ctx = ctx;
+    r->sel = calloc((size_t)QR_LAYERS * (size_t)ctx * QR_K, sizeof(int32_t));
+    r->n = calloc((size_t)QR_LAYERS * (size_t)ctx, 1);
+    assert(r->sel && r->n);
+}
+
+static void qroutes_observe(void *user, int layer, int32_t pos, const int32_t *experts, const float *weights, int n)
+{
+    (void)weights;
+    qroutes *r = user;
+    if (layer < 0 || layer >= QR_LAYERS || pos < 0 || pos >= r->ctx || n > QR_K)
+        return;
+    const size_t at = (size_t)layer * (size_t)r->ctx + (size_t)pos;
+    r->n[at] = (int8_t)n;
+    memcpy(r->sel + at * QR_K, experts, sizeof(int32_t) * (size_t)n);
+}
+
+// True when position pos was routed differently by a and b in some block.
+static bool qroutes_differ(const qroutes *a, const qroutes *b, int pos)
+{
+    assert(a->ctx == b->ctx && pos >= 0 && pos < a->ctx);
+    for (int l = 0; l < QR_LAYERS; l++) {
+        const size_t at = (size_t)l * (size_t)a->ctx + (size_t)pos;
+        if (a->n[at] != b->n[at] || memcmp(a->sel + at * QR_K, b->sel + at * QR_K, sizeof(int32_t) * (size_t)a->n[at]))
+            return true;
+    }
+    return false;
+}
+
+static void qroutes_clear(qroutes *r)
+{
+    memset(r->n, 0, (size_t)QR_LAYERS * (size_t)r->ctx);
+}
+
 // Accumulated comparison of one model with the reference.
 typedef struct qacc {
     const char *path;
@@ -168,6 +237,8 @@ typedef struct qacc {
     long agree, positions, nll_n;
     long clear, clear_agree; // positions where REF's top-1 leads its top-2 by > 0.1 nats; of them agreeing
     double kl_sum, kl_max, nll; // nll: -sum log q(next token)
+    long route_diff, flips, flips_route, flips_route_prefix;
+    qroutes routes;
 } qacc;
 
 // Decodes window tok[0..n) in ctx as one batch (all logits) after clearing its cache.
@@ -185,6 +256,7 @@ static int ref_mode(int argc, char **argv)
 {
     const char *ref = NULL, *ids_path = NULL;
     int ctx = 0, max_tokens = 0, threads = 0;
+    bool show_flips = false;
     const char *models[64];
     int n_models = 0;
     for (int i = 1; i < argc; i++) {
@@ -198,6 +270,8 @@ static int ref_mode(int argc, char **argv)
             max_tokens = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--flips"))
+            show_flips = true;
         else if (argv[i][0] != '-' && n_models < 64)
             models[n_models++] = argv[i];
         else {
@@ -206,7 +280,7 @@ static int ref_mode(int argc, char **argv)
         }
     }
     if (!ref || !ids_path || n_models == 0) {
-        fprintf(stderr, "usage: bench_quality --ref REF.gguf --ids IDS [--ctx N] [--max-tokens N] [--threads N] MODEL.gguf...\n");
+        fprintf(stderr, "usage: bench_quality --ref REF.gguf --ids IDS [--ctx N] [--max-tokens N] [--threads N] [--flips] MODEL.gguf...\n");
         return 2;
     }
     int n_ids;
@@ -241,6 +315,9 @@ static int ref_mode(int argc, char **argv)
         fprintf(stderr, "bench_quality: %s: %s\n", ref, err);
         return 1;
     }
+    qroutes ref_routes;
+    qroutes_init(&ref_routes, ctx);
+    petrel_set_route_observer(rc, qroutes_observe, &ref_routes);
     qacc *q = calloc((size_t)n_models, sizeof *q);
     for (int j = 0; j < n_models; j++) {
         q[j].path = models[j];
@@ -254,12 +331,15 @@ static int ref_mode(int argc, char **argv)
             fprintf(stderr, "bench_quality: %s: %s\n", models[j], err);
             return 1;
         }
+        qroutes_init(&q[j].routes, ctx);
+        petrel_set_route_observer(q[j].c, qroutes_observe, &q[j].routes);
     }
     double *lp = malloc(sizeof(double) * (size_t)nv * (size_t)ctx), *lq = malloc(sizeof(double) * (size_t)nv);
     double ref_nll = 0;
     long ref_n = 0;
     for (int w0 = 0; w0 < n_ids; w0 += ctx) {
         const int n = n_ids - w0 < ctx ? n_ids - w0 : ctx;
+        qroutes_clear(&ref_routes);
         if (decode_window(rc, ids + w0, n, ref) < 0)
             return 1;
         for (int t = 0; t < n; t++) {
@@ -270,23 +350,36 @@ static int ref_mode(int argc, char **argv)
             }
         }
         for (int j = 0; j < n_models; j++) {
+            qroutes_clear(&q[j].routes);
             if (decode_window(q[j].c, ids + w0, n, q[j].path) < 0)
                 return 1;
+            bool prefix_differs = false;
             for (int t = 0; t < n; t++) {
+                const bool differs = qroutes_differ(&ref_routes, &q[j].routes, t);
+                prefix_differs |= differs;
+                q[j].route_diff += differs;
                 const double *p = lp + (size_t)t * nv;
                 log_softmax(petrel_get_logits(q[j].c, t), lq, nv);
                 const double kl = kl_div(p, lq, nv);
                 q[j].kl_sum += kl;
                 q[j].kl_max = kl > q[j].kl_max ? kl : q[j].kl_max;
                 const int ap = argmax(p, nv);
-                q[j].agree += ap == argmax(lq, nv);
-                double second = -INFINITY;
-                for (int v = 0; v < nv; v++)
-                    if (v != ap && p[v] > second)
-                        second = p[v];
-                if (p[ap] - second > 0.1) {
+                const bool same = ap == argmax(lq, nv);
+                q[j].agree += same;
+                q[j].flips += !same;
+                q[j].flips_route += !same && differs;
+                q[j].flips_route_prefix += !same && prefix_differs;
+                if (!same && show_flips) {
+                    const int aq = argmax(lq, nv);
+                    fprintf(stderr,
+                            "flip model=%s pos=%d ref_top1=%d ref_top2_margin=%.5f model_top1=%d ref_lp_of_model_top1=%.5f "
+                            "model_margin=%.5f route_differs=%d prefix_differs=%d\n",
+                            q[j].path, w0 + t, ap, p[ap] - second_of(p, nv, ap), aq, p[aq] - p[ap], lq[aq] - lq[ap],
+                            differs, prefix_differs);
+                }
+                if (p[ap] - second_of(p, nv, ap) > 0.1) {
                     q[j].clear++;
-                    q[j].clear_agree += ap == argmax(lq, nv);
+                    q[j].clear_agree += same;
                 }
                 q[j].positions++;
                 if (t + 1 < n) {
@@ -298,18 +391,24 @@ static int ref_mode(int argc, char **argv)
     }
     for (int j = 0; j < n_models; j++) {
         assert(q[j].positions > 0);
+        const double top1 = (double)q[j].agree / (double)q[j].positions;
         printf("model=%s top1=%.4f kl_mean=%.6f kl_max=%.6f ppl=%.4f ref_ppl=%.4f positions=%ld top1_clear=%.4f "
-               "clear_positions=%ld\n",
-               q[j].path, (double)q[j].agree / (double)q[j].positions, q[j].kl_sum / (double)q[j].positions, q[j].kl_max,
+               "clear_positions=%ld top1_se=%.4f route_diff=%.4f flips=%ld flips_route=%ld flips_route_prefix=%ld\n",
+               q[j].path, top1, q[j].kl_sum / (double)q[j].positions, q[j].kl_max,
                exp(q[j].nll / (double)(q[j].nll_n ? q[j].nll_n : 1)), exp(ref_nll / (double)(ref_n ? ref_n : 1)),
-               q[j].positions, q[j].clear ? (double)q[j].clear_agree / (double)q[j].clear : 0, q[j].clear);
+               q[j].positions, q[j].clear ? (double)q[j].clear_agree / (double)q[j].clear : 0, q[j].clear,
+               sqrt(top1 * (1 - top1) / (double)q[j].positions), (double)q[j].route_diff / (double)q[j].positions, q[j].flips, q[j].flips_route, q[j].flips_route_prefix);
         petrel_context_free(q[j].c);
+        free(q[j].routes.sel);
+        free(q[j].routes.n);
         petrel_model_close(q[j].m);
     }
     free(q);
     free(lp);
     free(lq);
     free(ids);
+    free(ref_routes.sel);
+    free(ref_routes.n);
     petrel_context_free(rc);
     petrel_model_close(rm);
     return 0;
