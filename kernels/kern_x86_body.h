@@ -78,18 +78,48 @@ static KX_IN __m256 KX(rblk)(bool q8, const uint8_t *wb, __m256i xv, __m256i off
     return _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(s), acc);
 }
 
+// d_w of 8 consecutive blocks (bs bytes apart from p) as f32: the eight
+// fp16 words inserted into one register, F16C.
+static KX_IN __m256 KX(dw8)(const uint8_t *p, int bs)
+{
+    __m128i h = _mm_cvtsi32_si128(KX(ld16)(p));
+    h = _mm_insert_epi16(h, KX(ld16)(p + bs), 1);
+    h = _mm_insert_epi16(h, KX(ld16)(p + 2 * bs), 2);
+    h = _mm_insert_epi16(h, KX(ld16)(p + 3 * bs), 3);
+    h = _mm_insert_epi16(h, KX(ld16)(p + 4 * bs), 4);
+    h = _mm_insert_epi16(h, KX(ld16)(p + 5 * bs), 5);
+    h = _mm_insert_epi16(h, KX(ld16)(p + 6 * bs), 6);
+    h = _mm_insert_epi16(h, KX(ld16)(p + 7 * bs), 7);
+    return _mm256_cvtph_ps(h);
+}
+
 // NR (1..4) weight rows (row r at w + r * rb) · one vector -> y[0..NR).
+// The products d_w * d_x (exact in f32) of 8 blocks are made at once per
+// row (KX(dw8)) and broadcast from a small table into each block's fma.
 static KX_IN void KX(rows_q)(bool q8, int nr, const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
                              int64_t nb, float *y)
 {
-    const size_t bs = q8 ? 34 : 18;
+    const int bs = q8 ? 34 : 18;
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    float ddt[4][8] __attribute__((aligned(32))); // (nr, 8) d_w * d_x of blocks b & ~7 ..
     // Prefetch KX_PREFETCH bytes ahead in each row's own progress: position
     // p + KX_PREFETCH of a row lies k = (p + KX_PREFETCH) / rb groups of nr
     // rows further on (the rows of a group are consumed side by side), at
     // wb + KX_PREFETCH + k * (nr - 1) * rb; k is kept incrementally.
     size_t pfo = KX_PREFETCH, wrap = rb; // wrap: where k next grows, + KX_PREFETCH
     for (int64_t b = 0; b < nb; b++) {
+        if ((b & 7) == 0) {
+            if (b + 8 <= nb) {
+                const __m256 xd8 = _mm256_loadu_ps(xd + b);
+#pragma GCC unroll 4
+                for (int r = 0; r < nr; r++)
+                    _mm256_store_ps(ddt[r], _mm256_mul_ps(KX(dw8)(w + r * rb + (size_t)b * bs, bs), xd8));
+            } else {
+                for (int r = 0; r < nr; r++)
+                    for (int64_t k = b; k < nb; k++)
+                        ddt[r][k - b] = _cvtsh_ss(KX(ld16)(w + r * rb + (size_t)k * bs)) * xd[k];
+            }
+        }
         const __m256i xv = _mm256_load_si256((const __m256i *)(xq + b * QK));
         const __m256i off = q8 ? _mm256_setzero_si256() : KX_DOT(_mm256_set1_epi8(8), xv);
         const size_t pos = (size_t)b * bs;
@@ -97,13 +127,13 @@ static KX_IN void KX(rows_q)(bool q8, int nr, const uint8_t *w, size_t rb, const
             pfo += (size_t)(nr - 1) * rb;
             wrap += rb;
         }
-        const bool pf = KX_PREFETCH && (pos & 63) < bs; // once per 64-byte line
+        const bool pf = KX_PREFETCH && (pos & 63) < (size_t)bs; // once per 64-byte line
 #pragma GCC unroll 4
         for (int r = 0; r < nr; r++) {
-            const uint8_t *wb = w + r * rb + b * bs;
+            const uint8_t *wb = w + r * rb + pos;
             if (pf)
                 _mm_prefetch((const char *)wb + pfo, _MM_HINT_T0);
-            acc[r] = KX(rblk)(q8, wb, xv, off, _mm256_set1_ps(_cvtsh_ss(KX(ld16)(wb)) * xd[b]), acc[r]);
+            acc[r] = KX(rblk)(q8, wb, xv, off, _mm256_broadcast_ss(&ddt[r][b & 7]), acc[r]);
         }
     }
 #pragma GCC unroll 4
