@@ -46,6 +46,7 @@ typedef struct layer_cache {
     uint8_t *cur, *prev;    // (n_expert,) experts of this step (so far) / of the step before
     int *cur_list;          // (n_expert,) the n_cur experts set in cur
     int n_cur;
+    bool prev_small;        // the step before had at most 2 * n_used experts (counted in trans)
     bool released;          // an expert of this layer was released since its last demand
     double decay;           // log2 of the decay per use: -1 / (halflife * n_used)
     pt_ecache_layer_stats st;
@@ -451,7 +452,7 @@ static double next_chance(const layer_cache *L, int x, int n_used)
 // first (next_chance) and the decayed uses count NEXT_USE_WEIGHT each.
 static bool worse(const pt_ecache *c, const layer_cache *L, const slot *a, const slot *b)
 {
-    if (c->next_aware) {
+    if (c->next_aware && L->n_cur <= 2 * c->n_used) { // (not for prefill-sized batches: cost, noise)
         const double sa = next_chance(L, a->expert, c->n_used) +
                           NEXT_USE_WEIGHT * (score_now(L, a->expert) + !a->prefetched),
                      sb = next_chance(L, b->expert, c->n_used) +
@@ -632,7 +633,10 @@ int pt_ecache_request(pt_ecache *c, int il, int e, int kind, pt_err *err)
         // from the one before are counted.
         if (c->last_demand != il || L->released) {
             const size_t ne = (size_t)L->src.n_expert;
-            for (size_t x = 0; x < ne; x++)
+            // (a batch's union says little about one token's experts)
+            const bool small = L->n_cur <= 2 * c->n_used, fold = small && L->prev_small;
+            L->prev_small = small;
+            for (size_t x = 0; x < ne && fold; x++)
                 if (L->prev[x]) {
                     L->from[x] += 1;
                     for (size_t y = 0; y < ne; y++)
