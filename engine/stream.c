@@ -60,6 +60,8 @@ static uint64_t default_budget(void)
     return avail > margin ? avail - margin : avail / 2;
 }
 
+uint64_t pt_stream_default_budget(void) { return default_budget(); }
+
 int pt_stream_check_trunk(const petrel_model *m, pt_err *err)
 {
     uint64_t b = m->params.ram_budget, trunk_bytes = 0;

@@ -62,6 +62,9 @@ int pt_stream_preload(petrel_context *c, pt_err *err);
 int pt_stream_init(petrel_context *c, pt_err *err);
 // Writes the usage file (atomically) and frees the streaming state.
 void pt_stream_free(petrel_context *c);
+// The RAM budget when params.ram_budget is 0 (MemAvailable or the cgroup
+// limit, less a margin).
+uint64_t pt_stream_default_budget(void);
 // At model open, before the trunk is read: fails clearly when the trunk
 // alone exceeds params.ram_budget.
 int pt_stream_check_trunk(const petrel_model *m, pt_err *err);

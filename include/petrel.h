@@ -74,7 +74,8 @@ const char *petrel_model_path(const petrel_model *m);
 
 typedef struct petrel_context_params {
     uint32_t n_ctx;            // KV-cache positions; 0 = min(n_ctx_train, 4096)
-    uint32_t n_batch;          // max tokens per petrel_decode call; 0 = 512
+    uint32_t n_batch;          // max tokens per petrel_decode call (the prefill chunk); 0 = chosen
+                               // from the RAM budget (engine/context.c: at most 512 resident, 2048 streaming)
 } petrel_context_params;
 
 petrel_context_params petrel_context_default_params(void);
@@ -82,6 +83,8 @@ petrel_context *petrel_context_new(petrel_model *m, const petrel_context_params 
                                    size_t errlen);
 void petrel_context_free(petrel_context *c);
 uint32_t petrel_context_n_ctx(const petrel_context *c);
+// The prefill chunk size in force (n_batch; chosen from the RAM budget when 0 was given).
+uint32_t petrel_context_n_batch(const petrel_context *c);
 const char *petrel_context_error(const petrel_context *c);
 
 // Which positions of a batch get logits.
