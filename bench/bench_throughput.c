@@ -14,7 +14,8 @@
 // The token ids are synthetic and deterministic: the figures are speed only.
 //
 // usage: bench_throughput -m MODEL [--ram SIZE] [-t N] [--preload] [--pp N] [--agg LIST]
-//                         [--gen N] [--decode N] [--warm N] [--stats]
+//                         [--gen N] [--decode N] [--warm N] [--batch N] [--stats]
+// (--batch: the prefill chunk size; by default Petrel's, chosen from the RAM budget)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,9 +70,9 @@ static int run_pp(petrel_context *c, int n)
     const double dt = pt_now() - t0;
     petrel_stats s;
     petrel_get_stats(c, &s);
-    printf("PP tokens=%d tok_s=%.3f seconds=%.3f chunk=%llu chunks=%llu experts_per_chunk=%.1f "
+    printf("PP tokens=%d tok_s=%.3f seconds=%.3f n_batch=%u chunk=%llu chunks=%llu experts_per_chunk=%.1f "
            "tokens_per_expert_visit=%.2f bytes_read=%llu routed_s=%.2f attn_s=%.2f attn_proj_s=%.2f io_wait_s=%.2f\n",
-           n, n / dt, dt, (unsigned long long)s.prefill_chunk_max, (unsigned long long)s.prefill_chunks,
+           n, n / dt, dt, petrel_context_n_batch(c), (unsigned long long)s.prefill_chunk_max, (unsigned long long)s.prefill_chunks,
            s.prefill_chunks ? (double)s.prefill_expert_visits / (double)s.prefill_chunks : 0.0,
            s.prefill_expert_visits ? (double)s.prefill_expert_rows / (double)s.prefill_expert_visits : 0.0,
            (unsigned long long)s.bytes_read, s.t_routed_s, s.t_attn_s, s.t_attn_proj_s, s.t_io_wait_s);
@@ -184,7 +185,7 @@ int main(int argc, char **argv)
     petrel_model_params mp = petrel_model_default_params();
     mp.no_usage = true; // runs do not feed each other through the usage file
     const char *model = NULL, *agg = NULL;
-    int pp = 0, gen = 64, dec = 0, warm = 0, do_preload = 0, stats = 0;
+    int pp = 0, gen = 64, dec = 0, warm = 0, do_preload = 0, stats = 0, n_batch = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m") && v)
@@ -205,11 +206,13 @@ int main(int argc, char **argv)
             dec = atoi(argv[++i]);
         else if (!strcmp(a, "--warm") && v)
             warm = atoi(argv[++i]);
+        else if (!strcmp(a, "--batch") && v)
+            n_batch = atoi(argv[++i]);
         else if (!strcmp(a, "--stats"))
             stats = 1;
         else {
             fprintf(stderr, "usage: bench_throughput -m MODEL [--ram SIZE] [-t N] [--preload] [--pp N] [--agg LIST] "
-                            "[--gen N] [--decode N] [--warm N] [--stats]\n");
+                            "[--gen N] [--decode N] [--warm N] [--batch N] [--stats]\n");
             return 2;
         }
     }
@@ -224,6 +227,7 @@ int main(int argc, char **argv)
         return fprintf(stderr, "%s\n", err), 1;
     petrel_context_params cp = petrel_context_default_params();
     cp.n_ctx = 1024;
+    cp.n_batch = n_batch > 0 ? (uint32_t)n_batch : 0; // 0: the chunk size chosen from the RAM budget
     petrel_context *c = petrel_context_new(m, &cp, err, sizeof err);
     if (!c)
         return fprintf(stderr, "%s\n", err), 1;

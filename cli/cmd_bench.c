@@ -94,8 +94,6 @@ int cmd_bench(int argc, char **argv)
     }
     if (o.cp.n_ctx == 0)
         o.cp.n_ctx = (uint32_t)(n_prompt + n_gen + 8);
-    if (o.cp.n_batch == 0)
-        o.cp.n_batch = 512;
     petrel_model *m;
     petrel_context *c;
     double t0 = pt_now();
@@ -121,7 +119,7 @@ int cmd_bench(int argc, char **argv)
             petrel_reset_stats(c);
             double t = pt_now();
             for (int done = 0; done < n_prompt;) {
-                const int nb = (int)o.cp.n_batch;
+                const int nb = (int)petrel_context_n_batch(c); // (--batch, or chosen from the RAM budget)
                 int k = n_prompt - done < nb ? n_prompt - done : nb;
                 if (petrel_decode(c, ids + done, NULL, k, PETREL_LOGITS_LAST) < 0)
                     goto fail;

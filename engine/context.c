@@ -47,7 +47,11 @@ static int scratch_alloc(pt_scratch *s, const pt_hparams *hp, uint64_t B, uint64
     s->olat = falloc(H * B * kvl);
     s->oh = falloc(H * B * hp->v_head);
     s->attn = falloc(B * H * hp->v_head);
-    s->scores = falloc((uint64_t)n_threads * n_ctx);
+    s->scores = falloc((uint64_t)n_threads * PT_ATTN_G * n_ctx);
+    const uint64_t kvd = kvl + hp->qk_rope;
+    s->qc = falloc((uint64_t)n_threads * PT_ATTN_G * kvd);
+    s->kT = falloc((kvd - kvd / 64 * 64) * n_ctx + 1);
+    s->vp = falloc((n_ctx + 15) / 16 * 16 * kvl);
     s->ff_a = falloc(B * ff);
     s->ff_b = falloc(B * ff);
     s->rlogits = falloc(B * ne);
@@ -76,6 +80,57 @@ static int scratch_alloc(pt_scratch *s, const pt_hparams *hp, uint64_t B, uint64
     return 0;
 }
 
+// Bytes a prefill chunk holds per token: the batch scratch (activations,
+// routed-token lists, expert outputs, gathered rows), the final hidden row,
+// the streaming loop's per-row buffers and the logits reserve the budget
+// keeps for a row (engine/stream.c: two n_vocab rows).
+static uint64_t chunk_row_bytes(const pt_hparams *hp)
+{
+    const uint64_t H = hp->n_head, qd = hp->qk_nope + hp->qk_rope, kvl = hp->kv_lora_rank, E = hp->n_embd;
+    uint64_t ff = hp->n_ff;
+    const uint64_t ffs = hp->n_ff_exp * (hp->n_expert_shared ? hp->n_expert_shared : 1);
+    ff = ff > ffs ? ff : ffs;
+    ff = ff > hp->n_ff_exp ? ff : hp->n_ff_exp;
+    const uint64_t ne = hp->n_expert ? hp->n_expert : 1, nu = hp->n_expert_used ? hp->n_expert_used : 1;
+    const uint64_t di = hp->idx_n_head ? hp->idx_n_head * hp->idx_head_dim + hp->idx_n_head + hp->idx_head_dim : 0;
+    const uint64_t floats = 3 * E + (hp->q_lora_rank ? hp->q_lora_rank : 1) + H * qd + kvl + hp->qk_rope +
+                            H * hp->qk_nope + 2 * H * kvl + 2 * H * hp->v_head + 2 * ff + ne + 2 * nu + nu * E + E +
+                            2 * E + 3 + di + (hp->idx_n_head ? hp->idx_topk : 0) // scratch
+                            + E                                                  // hidden
+                            + 2 * E + ne + 2 * nu                                // stream: sh_out, pxn, plogits, pids, pw
+                            + 2 * (uint64_t)hp->n_vocab;                         // logits reserve
+    return floats * sizeof(float) + 2 * sizeof(void *);
+}
+
+// The prefill chunk size (n_batch) when the caller leaves it to Petrel:
+// the largest chunk whose buffers (chunk_row_bytes per token) take at most
+// a quarter of what the RAM budget leaves after the trunk, the KV cache and
+// one expert per MoE layer, so that the expert cache keeps the rest; at
+// most 512 when every expert fits the budget (more rows per expert visit
+// gain little once experts are resident), at most 2048 when experts stream
+// (each chunk reads a block's experts once: longer chunks read less per
+// token); a multiple of 16 from 16 up, at least 1, at most n_ctx.
+static uint32_t auto_n_batch(const petrel_model *m, uint32_t n_ctx, uint64_t kv_bytes)
+{
+    const pt_hparams *hp = &m->hp;
+    const uint64_t budget = m->params.ram_budget ? m->params.ram_budget : pt_stream_default_budget();
+    uint64_t experts = 0, one_each = 0;
+    for (uint32_t il = 0; il < pt_hp_n_blocks(hp); il++) {
+        const pt_ecache_layer_src *src = &m->exp_src[il];
+        if (src->n_expert <= 0)
+            continue;
+        experts += (uint64_t)src->n_expert * pt_ecache_slot_bytes_for(src);
+        one_each += pt_ecache_slot_bytes_for(src);
+    }
+    const uint64_t fixed = m->trunk_bytes + kv_bytes + one_each + (64u << 20); // (64 MiB: code, rings, stacks)
+    const uint64_t left = budget > fixed ? budget - fixed : 0;
+    const uint64_t cap = m->trunk_bytes + kv_bytes + experts + 512 * chunk_row_bytes(hp) <= budget ? 512 : 2048;
+    uint64_t nb = left / 4 / chunk_row_bytes(hp);
+    nb = nb > cap ? cap : nb;
+    nb = nb >= 16 ? nb / 16 * 16 : (nb ? nb : 1);
+    return (uint32_t)(nb < n_ctx ? nb : n_ctx);
+}
+
 // Creates a context of m; with base, one that shares base's expert cache and
 // streaming state (n_batch capped at the owner's, whose stream scratch it uses).
 static petrel_context *context_new(petrel_model *m, const petrel_context_params *params, petrel_context *base,
@@ -89,14 +144,17 @@ static petrel_context *context_new(petrel_model *m, const petrel_context_params 
         return NULL;
     c->model = m;
     c->n_ctx = p.n_ctx ? p.n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
-    c->n_batch = p.n_batch ? p.n_batch : 512;
+    c->n_threads = m->params.n_threads > 0 ? m->params.n_threads : omp_get_num_procs();
+    c->kv_dim = hp->kv_lora_rank + hp->qk_rope;
+    const uint32_t n_blocks = pt_hp_n_blocks(hp);
+    c->n_batch_auto = !p.n_batch && !base;
+    c->n_batch = p.n_batch ? p.n_batch
+                 : base    ? pt_expert_root(base)->n_batch
+                           : auto_n_batch(m, c->n_ctx, (uint64_t)n_blocks * c->n_ctx * c->kv_dim * sizeof(float));
     if (c->n_batch > c->n_ctx)
         c->n_batch = c->n_ctx;
     if (base && c->n_batch > pt_expert_root(base)->n_batch)
         c->n_batch = pt_expert_root(base)->n_batch;
-    c->n_threads = m->params.n_threads > 0 ? m->params.n_threads : omp_get_num_procs();
-    c->kv_dim = hp->kv_lora_rank + hp->qk_rope;
-    const uint32_t n_blocks = pt_hp_n_blocks(hp);
     if (pt_model_rope_prepare(m, (int)c->n_ctx) < 0) {
         pt_errf(&err, "out of memory (RoPE table)");
         goto fail;
@@ -200,6 +258,7 @@ void petrel_context_free(petrel_context *c)
 }
 
 uint32_t petrel_context_n_ctx(const petrel_context *c) { return c->n_ctx; }
+uint32_t petrel_context_n_batch(const petrel_context *c) { return c->n_batch; }
 const char *petrel_context_error(const petrel_context *c) { return c->err.msg; }
 int32_t petrel_kv_len(const petrel_context *c) { return c->n_past; }
 const petrel_token *petrel_kv_tokens(const petrel_context *c) { return c->tokens; }

@@ -11,6 +11,9 @@
 #include "engine/model.h"
 #include "petrel.h"
 
+// Heads of one token that attention computes together (engine/forward.c).
+#define PT_ATTN_G 16
+
 // Scratch for one batch of up to n_batch tokens; allocated once per context.
 typedef struct pt_scratch {
     float *x;        // (B, n_embd) residual stream
@@ -24,7 +27,10 @@ typedef struct pt_scratch {
     float *olat;     // (H, B, kv_lora) attention-weighted latents
     float *oh;       // (H, B, v) each head's output
     float *attn;     // (B, H*v)
-    float *scores;   // (n_threads, n_ctx)
+    float *scores;   // (n_threads, PT_ATTN_G, n_ctx) one attention item's scores per thread
+    float *qc;       // (n_threads, PT_ATTN_G, kv_lora+rope) its queries, as cache rows
+    float *kT;       // (kv_dim - kv_dim/64*64, n_ctx) the keys' tail transposed (kernels/ops.h)
+    float *vp;       // (n_ctx rounded up to 16, kv_lora) the latents packed for pt_attn_wsum
     float *ff_a;     // (B, max(n_ff, n_ff_exp*n_shared, n_ff_exp))
     float *ff_b;     // same
     float *rlogits;  // (B, n_expert) router logits
@@ -74,7 +80,8 @@ typedef struct pt_multi_stats {
 struct petrel_context {
     petrel_model *model;
     uint32_t n_ctx;
-    uint32_t n_batch;
+    uint32_t n_batch;         // the prefill chunk size: tokens per petrel_decode at most
+    bool n_batch_auto;        // n_batch chosen from the RAM budget (engine/context.c), not given
     int n_threads;
     uint32_t kv_dim;          // kv_lora + qk_rope
     float **kv;               // (n_blocks) -> (n_ctx, kv_dim): c_kv then k_rope

@@ -6,6 +6,7 @@
 #include <assert.h>
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/util.h"
@@ -67,6 +68,18 @@ static bool dsa_select(petrel_context *c, int il, int B)
     return true;
 }
 
+// Dense attention items as matrix-matrix products (default), or pair by
+// pair with PETREL_ATTN_BATCH=off (the same bits; for comparisons).
+static bool attn_batched(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("PETREL_ATTN_BATCH");
+        on = !(e && !strcmp(e, "off"));
+    }
+    return on;
+}
+
 // MLA attention: s->xn (B, n_embd) -> s->tmp (B, n_embd). Writes this
 // batch's latents into the layer's KV cache at s->pos first, so that every
 // token attends to all positions <= its own, or (DSA) to the positions its
@@ -124,31 +137,68 @@ static void attention(petrel_context *c, int il, int B)
 
     // Scores over the latent cache, softmax, weighted sum of latents, in
     // ggml's order (kernels/ops.h: llama.cpp's kq, kq_soft_max and kqv over
-    // its F32 cache, bit for bit). Each (token, head) pair is computed whole
-    // by one thread: thread-count independent.
+    // its F32 cache, bit for bit). Work items are (token, group of up to
+    // PT_ATTN_G heads): a dense item of one context runs as matrix-matrix products over
+    // the cache (pt_attn_scores, pt_attn_wsum: the same bits as one pair at
+    // a time), a DSA-sparse one pair by pair over its kept keys. Each item
+    // is computed whole by one thread: thread-count independent.
     const float scale = m->softmax_scale;
     const double t0 = pt_now(); // attention over the cached keys (engine/dsa.h: pt_dsa_times)
     assert(kvl + rope <= 4096);
+    // The keys' tail past their last whole 64 values, transposed once for
+    // every item of this call (one context's cache: not in a multi-context step).
+    // (A multi-context step, each row over its own cache, runs pair by pair.)
+    const bool batched = attn_batched() && !c->rowctx;
+    const float *kT = NULL;
+    int64_t ks = 0;
+    if (batched) {
+        const int nmax = s->pos[B - 1] + 1;
+        if (kvd % 64 != 0) {
+            pt_attn_key_tail(s->kT, c->n_ctx, c->kv[il], nmax, kvd, kvd);
+            kT = s->kT;
+        }
+        ks = pt_attn_pack_v(s->vp, c->kv[il], nmax, kvl, kvd);
+    }
+    // Heads per item: all of a token's when the batch alone keeps the threads busy.
+    const int G = B >= 2 * c->n_threads ? (H < PT_ATTN_G ? H : PT_ATTN_G) : (H < PT_ATTN_G / 2 ? H : PT_ATTN_G / 2);
+    const int ng = (H + G - 1) / G;
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int bh = 0; bh < B * H; bh++) {
-        const int b = bh / H, h = bh % H;
-        const int n = s->pos[b] + 1;
+    for (int it = 0; it < B * ng; it++) {
+        const int b = it / ng, h0 = (it % ng) * G, gn = H - h0 < G ? H - h0 : G;
+        const int n = s->pos[b] + 1, tid = omp_get_thread_num();
         const petrel_context *rc = pt_row_ctx(c, b);
         const float *cache = rc->kv[il];
-        assert(omp_get_thread_num() < rc->n_threads && n <= (int)rc->n_ctx);
-        float *sc = rc->s.scores + (size_t)omp_get_thread_num() * rc->n_ctx;
-        float qcat[4096]; // [q absorbed (kv_lora) | q rope], as the cache rows [c_kv | k_rope]
-        memcpy(qcat, s->qlat + ((size_t)h * B + b) * kvl, sizeof(float) * (size_t)kvl);
-        memcpy(qcat + kvl, s->q + (size_t)b * H * qd + (size_t)h * qd + nope, sizeof(float) * (size_t)rope);
-        float *ol = s->olat + ((size_t)h * B + b) * kvl;
+        assert(tid < rc->n_threads && n <= (int)rc->n_ctx);
+        float *sc = rc->s.scores + (size_t)tid * PT_ATTN_G * rc->n_ctx;
         const int nk = sparse ? s->nsel[b] : -1;
+        if (nk < 0 && batched) {
+            // qc rows [q absorbed (kv_lora) | q rope], as the cache rows [c_kv | k_rope]
+            float *qc = rc->s.qc + (size_t)tid * PT_ATTN_G * kvd;
+            for (int g = 0; g < gn; g++) {
+                memcpy(qc + (size_t)g * kvd, s->qlat + ((size_t)(h0 + g) * B + b) * kvl, sizeof(float) * (size_t)kvl);
+                memcpy(qc + (size_t)g * kvd + kvl, s->q + (size_t)b * H * qd + (size_t)(h0 + g) * qd + nope,
+                       sizeof(float) * (size_t)rope);
+            }
+            pt_attn_scores(sc, rc->n_ctx, qc, gn, kvd, cache, n, kvl + rope, kvd, kT, c->n_ctx, scale);
+            for (int g = 0; g < gn; g++)
+                pt_softmax_at(sc + (size_t)g * rc->n_ctx, NULL, n);
+            pt_attn_wsum(s->olat + ((size_t)h0 * B + b) * kvl, (int64_t)B * kvl, sc, rc->n_ctx, gn, cache, kvd, s->vp,
+                         ks, n, kvl);
+            continue;
+        }
         // The kept keys only, ascending (the others get -inf, exp 0).
         const int32_t *sel = nk < 0 ? NULL : s->sel + (size_t)b * c->sel_stride;
         const int nkeys = nk < 0 ? n : nk;
-        for (int j = 0; j < nkeys; j++)
-            sc[j] = pt_dot_f32_ggml(qcat, cache + (size_t)(sel ? sel[j] : j) * kvd, kvl + rope) * scale;
-        pt_softmax_at(sc, sel, nkeys);
-        pt_wsum_rows(ol, sc, sel, cache, nkeys, kvl, kvd);
+        for (int h = h0; h < h0 + gn; h++) {
+            float qcat[4096]; // [q absorbed (kv_lora) | q rope], as the cache rows [c_kv | k_rope]
+            memcpy(qcat, s->qlat + ((size_t)h * B + b) * kvl, sizeof(float) * (size_t)kvl);
+            memcpy(qcat + kvl, s->q + (size_t)b * H * qd + (size_t)h * qd + nope, sizeof(float) * (size_t)rope);
+            float *ol = s->olat + ((size_t)h * B + b) * kvl;
+            for (int j = 0; j < nkeys; j++)
+                sc[j] = pt_dot_f32_ggml(qcat, cache + (size_t)(sel ? sel[j] : j) * kvd, kvl + rope) * scale;
+            pt_softmax_at(sc, sel, nkeys);
+            pt_wsum_rows(ol, sc, sel, cache, nkeys, kvl, kvd);
+        }
     }
 
     c->t_attn_s += pt_now() - t0;

@@ -74,8 +74,9 @@ void petrel_print_stats(const petrel_context *c, void *file)
             (double)s.expert_cache_bytes / 1e6, (double)s.kv_bytes / 1e6);
     pt_spec_print_stats(&s, f); // engine/spec_stats.c
     if (s.prefill_chunks)
-        fprintf(f, "prefill: %llu chunks (largest %llu tokens), %.1f experts visited per chunk, %.2f tokens per "
-                   "expert visit\n",
+        fprintf(f, "prefill: chunk size %u (%s), %llu chunks (largest %llu tokens), %.1f experts visited per chunk, "
+                   "%.2f tokens per expert visit\n",
+                c->n_batch, c->n_batch_auto ? "from the RAM budget" : "given",
                 (unsigned long long)s.prefill_chunks, (unsigned long long)s.prefill_chunk_max,
                 (double)s.prefill_expert_visits / (double)s.prefill_chunks,
                 s.prefill_expert_visits ? (double)s.prefill_expert_rows / (double)s.prefill_expert_visits : 0.0);

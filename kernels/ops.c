@@ -174,3 +174,208 @@ void pt_softmax(float *x, int64_t n)
     pt_softmax_at(x, NULL, n);
 }
 
+
+// Batched attention (kernels/ops.h: pt_attn_scores, pt_attn_wsum). The
+// generic path runs the one-pair functions pair by pair; the x86 paths run
+// the same IEEE operations in register tiles (every (query, key) pair's 64
+// fused lanes, their combination and the sequential tail; every (query,
+// column) output's 16 fused lanes by key position mod 16), so every path
+// gives the one-pair bits.
+void pt_attn_key_tail(float *kT, int64_t ldt, const float *K, int64_t n, int64_t d, int64_t ldk)
+{
+    const int64_t np = d / 64 * 64;
+    assert(n >= 0 && (np == d || ldt >= n));
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t i = np; i < d; i++)
+            kT[(i - np) * ldt + t] = K[t * ldk + i];
+}
+
+static void attn_scores_generic(float *S, int64_t lds, const float *Q, int nq, int64_t ldq, const float *K, int64_t n,
+                                int64_t d, int64_t ldk, float scale)
+{
+    for (int q = 0; q < nq; q++)
+        for (int64_t t = 0; t < n; t++)
+            S[q * lds + t] = OPS_PICK(dot_f32_ggml)(Q + q * ldq, K + t * ldk, d) * scale;
+}
+
+static void attn_wsum_generic(float *O, int64_t ldo, const float *P, int64_t ldp, int nq, const float *V, int64_t n,
+                              int64_t d, int64_t ldv)
+{
+    for (int q = 0; q < nq; q++)
+        OPS_PICK(wsum_rows)(O + q * ldo, P + q * ldp, NULL, V, n, d, ldv);
+}
+
+#if OPS_X86
+#include <immintrin.h>
+
+#define AVX2_ATTR __attribute__((target("avx2,fma")))
+
+// ((t0+t4)+(t2+t6)) + ((t1+t5)+(t3+t7)) of one register: pt_reduce8.
+static AVX2_ATTR inline float hsum8(__m256 t)
+{
+    const __m128 y = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+    const __m128 z = _mm_add_ps(y, _mm_movehl_ps(y, y));
+    return _mm_cvtss_f32(_mm_add_ss(z, _mm_shuffle_ps(z, z, 1)));
+}
+
+// Scores: tiles of 2 queries x 4 keys. Lane group g (lanes 8g .. 8g+7 of the
+// 64 of ggml_vec_dot_f32's four 16-lane accumulators) of the 8 pairs runs
+// over every whole 64-chunk in order; the groups combine as acc0 + acc2,
+// acc1 + acc3, then their sum, reduced as one 16-lane register. Edge tiles
+// repeat the last query / key (results dropped). The tail adds its
+// products one by one, unfused, 8 keys at a time from kT.
+static AVX2_ATTR void attn_scores_avx2(float *S, int64_t lds, const float *Q, int nq, int64_t ldq, const float *K,
+                                       int64_t n, int64_t d, int64_t ldk, const float *kT, int64_t ldt, float scale)
+{
+    const int64_t np = d / 64 * 64, nc = np / 64;
+    for (int64_t t0 = 0; t0 < n; t0 += 4) { // 4 keys (in L1) against every query
+        const float *kr[4];
+        for (int b = 0; b < 4; b++)
+            kr[b] = K + (t0 + b < n ? t0 + b : n - 1) * ldk;
+        for (int q0 = 0; q0 < nq; q0 += 2) {
+            const float *qr[2];
+            for (int a = 0; a < 2; a++)
+                qr[a] = Q + (q0 + a < nq ? q0 + a : nq - 1) * ldq;
+            float lane[8][64]; // (pair a*4+b, lane)
+            for (int g = 0; g < 8; g++) {
+                __m256 acc[2][4];
+                for (int a = 0; a < 2; a++)
+                    for (int b = 0; b < 4; b++)
+                        acc[a][b] = _mm256_setzero_ps();
+                for (int64_t c = 0; c < nc; c++) {
+                    const int64_t o = c * 64 + g * 8;
+                    const __m256 x0 = _mm256_loadu_ps(qr[0] + o), x1 = _mm256_loadu_ps(qr[1] + o);
+                    for (int b = 0; b < 4; b++) {
+                        const __m256 y = _mm256_loadu_ps(kr[b] + o);
+                        acc[0][b] = _mm256_fmadd_ps(x0, y, acc[0][b]);
+                        acc[1][b] = _mm256_fmadd_ps(x1, y, acc[1][b]);
+                    }
+                }
+                for (int a = 0; a < 2; a++)
+                    for (int b = 0; b < 4; b++)
+                        _mm256_storeu_ps(&lane[a * 4 + b][g * 8], acc[a][b]);
+            }
+            for (int a = 0; a < 2 && q0 + a < nq; a++)
+                for (int b = 0; b < 4 && t0 + b < n; b++) {
+                    const float *l = lane[a * 4 + b];
+                    const __m256 lo = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(l), _mm256_loadu_ps(l + 32)),
+                                                    _mm256_add_ps(_mm256_loadu_ps(l + 16), _mm256_loadu_ps(l + 48)));
+                    const __m256 hi = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(l + 8), _mm256_loadu_ps(l + 40)),
+                                                    _mm256_add_ps(_mm256_loadu_ps(l + 24), _mm256_loadu_ps(l + 56)));
+                    S[(q0 + a) * lds + t0 + b] = hsum8(_mm256_add_ps(lo, hi));
+                }
+        }
+    }
+    // The tail (d - np values), one product at a time in order, then the scale.
+    for (int q = 0; q < nq; q++) {
+        const float *x = Q + q * ldq;
+        float *s = S + q * lds;
+        int64_t t = 0;
+        if (kT)
+            for (; t + 8 <= n; t += 8) {
+                __m256 v = _mm256_loadu_ps(s + t);
+                for (int64_t i = np; i < d; i++)
+                    v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(x[i]), _mm256_loadu_ps(kT + (i - np) * ldt + t)));
+                _mm256_storeu_ps(s + t, _mm256_mul_ps(v, _mm256_set1_ps(scale)));
+            }
+        for (; t < n; t++) {
+            float v = s[t];
+            const float *k = K + t * ldk;
+            for (int64_t i = np; i < d; i++) {
+                const float p = x[i] * k[i];
+                v += p;
+            }
+            s[t] = v * scale;
+        }
+    }
+}
+
+// Weighted sums: tiles of 4 queries x 16 columns. Lane L (keys L, L+16, ...,
+// in order) of every (query, column) is one fused accumulator, as tinyBLAS'
+// 16 lanes; the 16 lanes are then reduced as pt_reduce16 per column. The
+// keys of one (column block, lane) lie contiguous in Vp (pt_attn_pack_v).
+static AVX2_ATTR void attn_wsum_avx2(float *O, int64_t ldo, const float *P, int64_t ldp, int nq, const float *Vp,
+                                     int64_t kstride, int64_t n, int64_t d)
+{
+    for (int64_t c0 = 0; c0 < d; c0 += 16) {
+        for (int q0 = 0; q0 < nq; q0 += 4) {
+            const float *pr[4];
+            for (int a = 0; a < 4; a++)
+                pr[a] = P + (q0 + a < nq ? q0 + a : nq - 1) * ldp;
+            float lane[16][4][16]; // (lane, query, column)
+            for (int L = 0; L < 16; L++) {
+                __m256 acc[4][2];
+                for (int a = 0; a < 4; a++)
+                    acc[a][0] = acc[a][1] = _mm256_setzero_ps();
+                const float *r = Vp + ((c0 / 16) * 16 + L) * kstride * 16;
+                for (int64_t j = L; j < n; j += 16, r += 16) {
+                    const __m256 r0 = _mm256_loadu_ps(r), r1 = _mm256_loadu_ps(r + 8);
+                    for (int a = 0; a < 4; a++) {
+                        const __m256 p = _mm256_broadcast_ss(pr[a] + j);
+                        acc[a][0] = _mm256_fmadd_ps(p, r0, acc[a][0]);
+                        acc[a][1] = _mm256_fmadd_ps(p, r1, acc[a][1]);
+                    }
+                }
+                for (int a = 0; a < 4; a++) {
+                    _mm256_storeu_ps(&lane[L][a][0], acc[a][0]);
+                    _mm256_storeu_ps(&lane[L][a][8], acc[a][1]);
+                }
+            }
+            for (int a = 0; a < 4 && q0 + a < nq; a++)
+                for (int h = 0; h < 16; h += 8) {
+                    __m256 t[8];
+                    for (int k = 0; k < 8; k++)
+                        t[k] = _mm256_add_ps(_mm256_loadu_ps(&lane[k][a][h]), _mm256_loadu_ps(&lane[k + 8][a][h]));
+                    const __m256 u = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(t[0], t[4]), _mm256_add_ps(t[2], t[6])),
+                                                   _mm256_add_ps(_mm256_add_ps(t[1], t[5]), _mm256_add_ps(t[3], t[7])));
+                    _mm256_storeu_ps(O + (q0 + a) * ldo + c0 + h, u);
+                }
+        }
+    }
+}
+#endif
+
+void pt_attn_scores(float *S, int64_t lds, const float *Q, int nq, int64_t ldq, const float *K, int64_t n, int64_t d,
+                    int64_t ldk, const float *kT, int64_t ldt, float scale)
+{
+    assert(nq >= 0 && n >= 0 && d >= 0 && (nq <= 1 || lds >= n) && (n <= 1 || ldk >= d));
+#if OPS_X86
+    if (pt_kern_current()->qpath == PT_QPATH_AVX2 || pt_kern_current()->qpath == PT_QPATH_AVX512) {
+        if (nq > 0 && n > 0)
+            attn_scores_avx2(S, lds, Q, nq, ldq, K, n, d, ldk, kT, ldt, scale);
+        return;
+    }
+#endif
+    (void)kT;
+    (void)ldt;
+    attn_scores_generic(S, lds, Q, nq, ldq, K, n, d, ldk, scale);
+}
+
+int64_t pt_attn_pack_v(float *Vp, const float *V, int64_t n, int64_t d, int64_t ldv)
+{
+    assert(n >= 0 && d >= 0);
+    const int64_t ks = (n + 15) / 16;
+    if (d % 16)
+        return ks; // (unused: pt_attn_wsum reads V itself)
+    for (int64_t c0 = 0; c0 < d; c0 += 16)
+        for (int64_t j = 0; j < n; j++)
+            memcpy(Vp + (((c0 / 16) * 16 + j % 16) * ks + j / 16) * 16, V + j * ldv + c0, 16 * sizeof(float));
+    return ks;
+}
+
+void pt_attn_wsum(float *O, int64_t ldo, const float *P, int64_t ldp, int nq, const float *V, int64_t ldv,
+                  const float *Vp, int64_t kstride, int64_t n, int64_t d)
+{
+    assert(nq >= 0 && n >= 0 && d >= 0 && (n <= 1 || ldv >= d) && (!Vp || kstride * 16 >= n));
+#if OPS_X86
+    if (Vp && (pt_kern_current()->qpath == PT_QPATH_AVX2 || pt_kern_current()->qpath == PT_QPATH_AVX512) &&
+        d % 16 == 0) {
+        if (nq > 0)
+            attn_wsum_avx2(O, ldo, P, ldp, nq, Vp, kstride, n, d);
+        return;
+    }
+#endif
+    (void)Vp;
+    (void)kstride;
+    attn_wsum_generic(O, ldo, P, ldp, nq, V, n, d, ldv);
+}

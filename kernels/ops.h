@@ -25,6 +25,29 @@ float pt_dot_f32_ggml(const float *a, const float *b, int64_t n);
 void pt_wsum_rows(float *out, const float *p, const int32_t *pos, const float *rows, int64_t n, int64_t d,
                   int64_t ld);
 static inline float pt_sigmoid(float x);
+
+// Attention of several queries over the same keys (absorbed MLA: every head
+// of a token, and every token of a chunk, attends over one latent cache), as
+// matrix-matrix products whose every output has the bits of the one-pair
+// functions above, so that a batched prefill equals token-by-token decoding:
+//   S[q * lds + t] = pt_dot_f32_ggml(Q + q * ldq, K + t * ldk, d) * scale
+// for q < nq, t < n. kT (may be NULL): the keys' values past their last
+// whole 64 (d - d/64*64 of them, see pt_attn_key_tail) transposed, kT[(i -
+// d/64*64) * ldt + t], so that those sequential tail sums run 8 keys at a time.
+void pt_attn_scores(float *S, int64_t lds, const float *Q, int nq, int64_t ldq, const float *K, int64_t n, int64_t d,
+                    int64_t ldk, const float *kT, int64_t ldt, float scale);
+// kT for pt_attn_scores: kT[(i - d/64*64) * ldt + t] = K[t * ldk + i], t < n.
+void pt_attn_key_tail(float *kT, int64_t ldt, const float *K, int64_t n, int64_t d, int64_t ldk);
+// O[q * ldo .. + d) = pt_wsum_rows(P + q * ldp, NULL, V, n, d, ldv) for q < nq,
+// bit for bit. Vp (may be NULL): V's rows packed by pt_attn_pack_v (of at
+// least n rows; kstride its return value), which the x86 paths read instead.
+void pt_attn_wsum(float *O, int64_t ldo, const float *P, int64_t ldp, int nq, const float *V, int64_t ldv,
+                  const float *Vp, int64_t kstride, int64_t n, int64_t d);
+// Packs rows 0..n-1 of V (d values each, d a multiple of 16) for
+// pt_attn_wsum: the keys j = L, L+16, ... of each 16-column block
+// contiguous, Vp[((c0/16 * 16 + j % 16) * kstride + j / 16) * 16 + c % 16],
+// n * d floats in all (none when d is not a multiple of 16). Returns kstride = ceil(n / 16).
+int64_t pt_attn_pack_v(float *Vp, const float *V, int64_t n, int64_t d, int64_t ldv);
 // Dot product of two f32 vectors in the fixed order of kernels/matmul.h.
 float pt_dot_f32(const float *a, const float *b, int64_t n);
 // y += a * x   (y_i = fmaf(a, x_i, y_i))

@@ -89,7 +89,7 @@ int srv_engine_set_slots(srv_engine *e, int n, char *err, size_t errlen)
 
 int srv_engine_batch(const srv_engine *e)
 {
-    uint32_t nb = e->cp.n_batch ? e->cp.n_batch : 512, nc = petrel_context_n_ctx(e->c);
+    uint32_t nb = petrel_context_n_batch(e->c), nc = petrel_context_n_ctx(e->c); // (--batch or from the RAM budget)
     return (int)(nb < nc ? nb : nc);
 }
 

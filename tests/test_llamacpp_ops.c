@@ -110,6 +110,57 @@ Test(llamacpp_ops, attention_scores_softmax_and_weighted_sum)
     free(kqv);
 }
 
+// The batched forms (every head of a token at once; with and without the
+// transposed key tail and the packed values) against the same kq and kqv, bit for bit.
+Test(llamacpp_ops, batched_attention_scores_and_weighted_sum)
+{
+    float *q = load("Qcur-0", (size_t)QD * H * T), *k = load("Kcur-0", (size_t)QD * T);
+    float *v = load("Vcur-0", (size_t)KVL * T), *kq = load("kq-0", (size_t)CELLS * T * H);
+    float *sm = load("kq_soft_max-0", (size_t)CELLS * T * H), *kqv = load("kqv-0", (size_t)KVL * T * H);
+    const float scale = 0x1.7f3e3p-3f;
+    const int tail = QD - QD / 64 * 64;
+    float *kT = malloc(sizeof(float) * (size_t)tail * T);
+    pt_attn_key_tail(kT, T, k, T, QD, QD);
+    float *vp = malloc(sizeof(float) * (size_t)KVL * (T + 15) / 16 * 16);
+    const int64_t ks = pt_attn_pack_v(vp, v, T, KVL, KVL);
+    for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
+        if (!pt_kernel_path_supported(paths[pi]))
+            continue;
+        pt_kernel_set_path(paths[pi]);
+        int dkq = 0, dkqv = 0;
+        for (int withT = 0; withT < 2; withT++)
+            for (int b = 0; b < T; b++) {
+                const int n = b + 1;
+                float S[H * T], O[H * KVL];
+                // heads 1..H-1 only on one pass: an odd number of queries (edge tiles)
+                const int h0 = withT ? 0 : 1;
+                pt_attn_scores(S, T, q + ((size_t)b * H + h0) * QD, H - h0, QD, k, n, QD, QD, withT ? kT : NULL, T,
+                               scale);
+                for (int h = h0; h < H; h++)
+                    for (int t = 0; t < n; t++) {
+                        const float want = kq[((size_t)h * T + b) * CELLS + t] * scale;
+                        dkq += memcmp(&S[(h - h0) * T + t], &want, sizeof want) != 0;
+                    }
+                pt_attn_wsum(O, KVL, sm + ((size_t)h0 * T + b) * CELLS, (int64_t)T * CELLS, H - h0, v, KVL,
+                             withT ? vp : NULL, ks, n, KVL);
+                for (int h = h0; h < H; h++)
+                    dkqv += ndiff(O + (h - h0) * KVL, kqv + ((size_t)h * T + b) * KVL, KVL);
+            }
+        const char *pn = pt_kernel_path_name();
+        cr_expect_eq(dkq, 0, "%s path: %d batched attention scores differ from ggml's kq", pn, dkq);
+        cr_expect_eq(dkqv, 0, "%s path: %d batched weighted-sum values differ from ggml's kqv", pn, dkqv);
+    }
+    pt_kernel_set_path(PT_PATH_AUTO);
+    free(vp);
+    free(kT);
+    free(q);
+    free(k);
+    free(v);
+    free(kq);
+    free(sm);
+    free(kqv);
+}
+
 Test(llamacpp_ops, swiglu)
 {
     float *g = load("ffn_gate-0", (size_t)FF * T), *u = load("ffn_up-0", (size_t)FF * T);
