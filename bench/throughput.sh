@@ -7,11 +7,15 @@
 #      llama.cpp with mmap and a warm page cache): pp_resident_tok_s,
 #      llama_pp_resident_tok_s, pp_resident_ratio
 #   2. the same prefill cold (page cache dropped) under a CAP_GIB cgroup cap
-#      (Petrel --ram CAP_GIB): pp_capped_tok_s, llama_pp_capped_tok_s
-#      (a llama-bench run past LLAMA_TIMEOUT counts as PP / LLAMA_TIMEOUT: an
-#      upper bound of its speed; when the cap kills the default build, whose
+#      (Petrel --ram CAP_GIB, its chunk size chosen from that budget):
+#      pp_capped_tok_s, llama_pp_capped_tok_s (llama-bench --no-warmup: one
+#      cold prefill, as Petrel's; when the cap kills the default build, whose
 #      repacked weights are anonymous memory, the build without repacking
-#      runs instead), pp_capped_ratio
+#      runs instead), pp_capped_ratio and llama_pp_capped_status: ok; killed
+#      (every build killed by the cap: 0 tok/s, ratio "inf"); timeout (past
+#      LLAMA_TIMEOUT: PP over the time from the start of its timed prompt run
+#      to the timeout, an upper bound of its speed, so the ratio is a lower
+#      bound)
 #   3. aggregate decode of 1, 4 and 8 concurrent conversations (GEN tokens
 #      each, one petrel_decode_multi step for all of them per token: what
 #      `petrel serve` runs for concurrent requests), resident and capped,
@@ -27,7 +31,7 @@
 #
 # Last line:
 #   RESULT pp_resident_tok_s=… llama_pp_resident_tok_s=… pp_resident_ratio=…
-#     pp_capped_tok_s=… llama_pp_capped_tok_s=… pp_capped_ratio=…
+#     pp_capped_tok_s=… llama_pp_capped_tok_s=… pp_capped_ratio=… llama_pp_capped_status=…
 #     agg4_over_1_capped=… agg8_over_1_capped=… agg4_over_1_resident=…
 #     stream6_over_resident=…
 # Goals: pp_resident_ratio >= 1.2, pp_capped_ratio >= 3,
@@ -77,28 +81,39 @@ BT=$BUILD/bench_throughput
 line() { grep -m1 "^$2" "$1" 2>/dev/null | sed "s/^$2 //" || true; }
 line_where() { grep "^$2 " "$1" 2>/dev/null | grep -m1 " $3" | sed "s/^$2 //" || true; }
 ratio() { awk -v a="${1:-na}" -v b="${2:-na}" 'BEGIN{ if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b + 0 > 0) printf "%.3f", a / b; else print "na" }'; }
+# pp_ratio A B: ratio, "inf" when B is 0 (llama.cpp killed) and A a speed
+pp_ratio() { awk -v a="${1:-na}" -v b="${2:-na}" 'BEGIN{ if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/) { if (b + 0 > 0) printf "%.3f", a / b; else print "inf" } else print "na" }'; }
 
-# llama_pp LOG LIMIT [BIN]: llama-bench prefill of PP tokens; prints its tok/s
-# (PP / LLAMA_TIMEOUT when it ran out of time, "oom" when the cap killed
-# it, "na" when it failed otherwise).
+# llama_pp LOG LIMIT [BIN] [EXTRA...]: llama-bench prefill of PP tokens; prints
+# "STATUS TOK_S": ok and its tok/s; killed 0 (the cap killed it: it cannot
+# prefill under the cap at all); timeout and an upper bound of its tok/s,
+# PP over the time from the start of its timed prompt run (the --progress
+# line, timestamped) to the timeout (PP / LLAMA_TIMEOUT when it never got
+# there), so that a ratio against it is a lower bound; failed na otherwise.
 llama_pp() {
-    local log=$1 limit=$2 bin=${3:-$LLAMA_BIN} rc
-    run_capped "$limit" "$log" timeout "$LLAMA_TIMEOUT" "$bin/llama-bench" -m "$MODEL" -p "$PP" -n 0 \
-        -t "$THREADS" -r 1 -o json >/dev/null
+    local log=$1 limit=$2 bin=${3:-$LLAMA_BIN} rc t0 tp
+    shift 3 || shift $#
+    t0=$(date +%s.%N)
+    # (stderr lines timestamped: when the timed prompt run started)
+    run_capped "$limit" "$log" timeout "$LLAMA_TIMEOUT" bash -c \
+        'exec "$@" 2> >(while IFS= read -r l; do printf "%s %s\n" "$(date +%s.%N)" "$l"; done >&2)' _ \
+        "$bin/llama-bench" -m "$MODEL" -p "$PP" -n 0 -t "$THREADS" -r 1 --progress -o json "$@" >/dev/null
     rc=$(cat "$log.rc")
-    if [ "$rc" = 137 ]; then
-        echo oom
+    if [ "$rc" = 137 ] || grep -q 'Killed\|signal 9\|status 137' "$log.err" 2>/dev/null; then
+        echo "killed 0"
         return
     fi
     if [ "$rc" = 124 ]; then
-        awk -v n="$PP" -v t="$LLAMA_TIMEOUT" 'BEGIN{printf "%.4f\n", n / t}'
+        tp=$(grep -m1 'prompt run' "$log.err" 2>/dev/null | grep -v warmup | cut -d' ' -f1 || true)
+        awk -v n="$PP" -v t="$LLAMA_TIMEOUT" -v t0="$t0" -v tp="${tp:-}" 'BEGIN{
+            d = (tp != "" && t0 + t - tp > 0) ? t0 + t - tp : t; printf "timeout %.4f\n", n / d }'
         return
     fi
-    python3 -c 'import json,sys; print("%.4f" % json.load(open(sys.argv[1]))[0]["avg_ts"])' "$log.out" 2>/dev/null ||
-        echo na
+    python3 -c 'import json,sys; print("ok %.4f" % json.load(open(sys.argv[1]))[0]["avg_ts"])' "$log.out" 2>/dev/null ||
+        echo "failed na"
 }
 
-pp_res=na llama_res=na agg_res="" dec_res=na dec6=na
+pp_res=na llama_res=na llama_res_st=na agg_res="" dec_res=na dec6=na
 if [ -z "${SKIP_RESIDENT:-}" ]; then
     echo "-- resident: Petrel --preload (pp $PP, streams $STREAMS x $GEN tokens, decode $GEN)"
     "$BT" -m "$MODEL" -t "$THREADS" --preload --pp "$PP" --agg "$STREAMS" --gen "$GEN" --decode "$GEN6" \
@@ -114,12 +129,12 @@ if [ -z "${SKIP_RESIDENT:-}" ]; then
     if [ -z "${SKIP_LLAMA:-}" ] && [ -x "$LLAMA_BIN/llama-bench" ]; then
         echo "-- resident: llama-bench -p $PP -n 0 -t $THREADS (mmap, page cache warmed first)"
         cat "$MODEL" >/dev/null
-        llama_res=$(llama_pp "$OUT/llama-res" 0)
-        echo "llama.cpp pp$PP resident: $llama_res tok/s"
+        read -r llama_res_st llama_res <<<"$(llama_pp "$OUT/llama-res" 0)"
+        echo "llama.cpp pp$PP resident: $llama_res tok/s ($llama_res_st)"
     fi
 fi
 
-pp_cap=na llama_cap=na
+pp_cap=na llama_cap=na llama_cap_st=na
 if [ -z "${SKIP_CAPPED:-}" ]; then
     echo "-- capped ${CAP_GIB} GiB, cold: Petrel --ram ${CAP_GIB}G prefill $PP"
     drop_caches
@@ -133,15 +148,20 @@ if [ -z "${SKIP_CAPPED:-}" ]; then
     cat "$OUT/capped-agg.out"
     [ "$oom" = 0 ] || echo "capped streams: $oom OOM kills"
     if [ -z "${SKIP_LLAMA:-}" ] && [ -x "$LLAMA_BIN/llama-bench" ]; then
-        echo "-- capped ${CAP_GIB} GiB, cold: llama-bench -p $PP -n 0 -t $THREADS (timeout ${LLAMA_TIMEOUT}s)"
+        echo "-- capped ${CAP_GIB} GiB, cold: llama-bench -p $PP -n 0 -t $THREADS --no-warmup (one cold prefill, as" \
+             "Petrel's; timeout ${LLAMA_TIMEOUT}s)"
         drop_caches
-        llama_cap=$(llama_pp "$OUT/llama-cap" "$LIMIT")
-        echo "llama.cpp pp$PP capped (default build): $llama_cap tok/s"
-        if [ "$llama_cap" = oom ] && [ -x "$LLAMA_BIN_NOREPACK/llama-bench" ]; then
+        read -r llama_cap_st llama_cap <<<"$(llama_pp "$OUT/llama-cap" "$LIMIT" "$LLAMA_BIN" --no-warmup)"
+        echo "llama.cpp pp$PP capped (default build): $llama_cap_st, $llama_cap tok/s"
+        if [ "$llama_cap_st" = killed ] && [ -x "$LLAMA_BIN_NOREPACK/llama-bench" ]; then
             drop_caches
-            llama_cap=$(llama_pp "$OUT/llama-cap-norepack" "$LIMIT" "$LLAMA_BIN_NOREPACK")
-            echo "llama.cpp pp$PP capped (build without repacking): $llama_cap tok/s"
+            read -r llama_cap_st llama_cap <<<"$(llama_pp "$OUT/llama-cap-norepack" "$LIMIT" "$LLAMA_BIN_NOREPACK" --no-warmup)"
+            echo "llama.cpp pp$PP capped (build without repacking): $llama_cap_st, $llama_cap tok/s"
         fi
+        case $llama_cap_st in
+        killed) echo "llama.cpp cannot prefill under the ${CAP_GIB} GiB cap (killed by it): counts 0 tok/s, pp_capped_ratio inf" ;;
+        timeout) echo "llama.cpp ran past ${LLAMA_TIMEOUT}s: $llama_cap tok/s is an upper bound, pp_capped_ratio a lower bound" ;;
+        esac
     fi
 fi
 
@@ -155,6 +175,7 @@ echo "capped: 4 streams $a4c tok/s, their bytes allow $allowed4 tok/s (4 x $a1c 
      "agg4_bytes_frac_capped=$(ratio "$a4c" "$allowed4")"
 echo "resident decode $dec_res tok/s, 6 GiB budget $dec6 tok/s; load at end $(cut -d' ' -f1 /proc/loadavg)"
 echo "RESULT pp_resident_tok_s=$pp_res llama_pp_resident_tok_s=$llama_res pp_resident_ratio=$(ratio "$pp_res" "$llama_res")" \
-     "pp_capped_tok_s=$pp_cap llama_pp_capped_tok_s=$llama_cap pp_capped_ratio=$(ratio "$pp_cap" "$llama_cap")" \
+     "pp_capped_tok_s=$pp_cap llama_pp_capped_tok_s=$llama_cap pp_capped_ratio=$(pp_ratio "$pp_cap" "$llama_cap")" \
+     "llama_pp_capped_status=$llama_cap_st" \
      "agg4_over_1_capped=$(ratio "$a4c" "$a1c") agg8_over_1_capped=$(ratio "$a8c" "$a1c")" \
      "agg4_over_1_resident=$(ratio "$a4r" "$a1r") stream6_over_resident=$(ratio "$dec6" "$dec_res")"
