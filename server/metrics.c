@@ -146,6 +146,12 @@ char *srv_worker_metrics(srv_worker *w)
     METRIC(&b, "petrel_decode_step_gap_max_seconds", "gauge",
            "Longest time between two decode steps while sequences were decoding (a step plus at most one chunk).",
            "%.6f", m->step_gap_max_s);
+    METRIC(&b, "petrel_prefill_batch_tokens", "gauge",
+           "The engine's prefill chunk size: tokens per forward at most (--batch, or chosen from the RAM budget).",
+           "%u", petrel_context_n_batch(w->e->c));
+    METRIC(&b, "petrel_prefill_experts_per_chunk", "gauge",
+           "Distinct routed experts visited per engine prefill chunk, every MoE block (after the last request).",
+           "%.4f", m->slot_prefill_chunks ? (double)m->slot_prefill_visits / (double)m->slot_prefill_chunks : 0.0);
     METRIC(&b, "petrel_prefill_tokens_per_expert_visit", "gauge",
            "Prompt tokens computed per routed-expert visit in prefill chunks (after the last request).", "%.4f",
            m->slot_prefill_visits ? (double)m->slot_prefill_rows / (double)m->slot_prefill_visits : 0.0);

@@ -175,6 +175,9 @@ Test(server_batch, concurrent_clients_equal_alone)
               "%s", out);
     // The long prompt was prefilled in chunks between decode steps.
     cr_assert(st_metric(out, "petrel_prefill_chunks_interleaved_total") >= 9, "%s", out);
+    // Prefill figures: the chunk size in force and experts visited per chunk.
+    cr_assert(st_metric(out, "petrel_prefill_batch_tokens") >= 1, "%s", out);
+    cr_assert(st_metric(out, "petrel_prefill_experts_per_chunk") > 0, "%s", out);
     cr_assert_eq(st_metric(out, "petrel_queue_length"), 0, "%s", out);
     free(out);
 
