@@ -132,6 +132,21 @@ static TGTI __m256i halves_to_lanes(__m256i sL, __m256i sH)
     return _mm256_add_epi32(_mm256_permute2x128_si256(sL, sH, 0x20), _mm256_permute2x128_si256(sL, sH, 0x31));
 }
 
+// Software prefetch distance of the IQ row loops, in bytes ahead of the
+// weights being read (0: none): as K_PREFETCH in qt_k_x86.c, the core's own
+// loads keep too few lines in flight for DRAM in a compute-heavy loop, so
+// the lines are asked for this far ahead (one hint per 64-byte line). Hints
+// only: the arithmetic, hence the bits, are unchanged.
+#ifndef IQ_PREFETCH
+#define IQ_PREFETCH 2048
+#endif
+static inline void iq_prefetch(const void *blk, size_t bytes)
+{
+    const char *p = (const char *)blk + IQ_PREFETCH;
+    for (size_t o = 0; o < bytes; o += 64)
+        __builtin_prefetch(p + o, 0, 3);
+}
+
 // One 32-block per step, its levels in value order: the block's 16 nibble
 // bytes broadcast to both 128-bit lanes (a load, no shuffle uop), shifted
 // by 0 (low lane: values 0..15) or 4 (high lane: 16..31) and looked up, so
@@ -149,6 +164,8 @@ TGT float pt_vdot_iq4_xs_avx2(const void *w, const void *xq, int64_t n)
     const __m256i shift = _mm256_setr_epi64x(0, 0, 4, 4);
     __m256 vacc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
+        if (IQ_PREFETCH)
+            iq_prefetch(&x[i], sizeof x[i]);
         const __m256i ls = _mm256_broadcastsi128_si256(iq4xs_scales(&x[i]));
         __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -371,6 +388,8 @@ TGT float pt_vdot_iq2_xxs_avx2(const void *w, const void *xq, int64_t n)
     const block_q8_K *y = xq;
     __m256 vacc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
+        if (IQ_PREFETCH)
+            iq_prefetch(&x[i], sizeof x[i]);
         const xxs_side v = xxs_signs_scales(xxs_aux(x[i].qs));
         __m256i sum = _mm256_setzero_si256();
 #pragma GCC unroll 8
