@@ -39,7 +39,10 @@
 #
 # Knobs (environment): MODEL (default $WORK/bench16.gguf), WORK, BUILD, PP (512),
 # GEN (64; resident decode), GEN_CAPPED (4: every capped step reads most of a
-# step's union from disk), GEN6 (32: the 6 GiB decode, twice), STREAMS ("1,4,8"), CAP_GIB (3), CAP_EXTRA_MIB (256),
+# step's union from disk), GEN6 (8: the 6 GiB decode, twice; the issue asks for the loop's speed "when
+# the predictor has loaded everything in time", and bench16 routes uniformly: 32 tokens touch ~111 of
+# 128 experts a layer, ~10.5 GB, so a 32-token second pass measures the disk; 8 tokens, ~4.9 GB, fit;
+# the second pass's hit rate is printed as stream6_hit_rate), STREAMS ("1,4,8"), CAP_GIB (3), CAP_EXTRA_MIB (256),
 # THREADS (2), LLAMA_TIMEOUT (300), SKIP_LLAMA=1, SKIP_CAPPED=1, SKIP_RESIDENT=1,
 # OMP_WAIT_POLICY (default passive), LLAMA_BIN, LLAMA_BIN_NOREPACK.
 # Needs root for drop_caches and cgroups (without, it says so and runs uncapped).
@@ -53,7 +56,7 @@ MODEL=${MODEL:-$WORK/bench16.gguf}
 PP=${PP:-512}
 GEN=${GEN:-64}
 GEN_CAPPED=${GEN_CAPPED:-4}
-GEN6=${GEN6:-32}
+GEN6=${GEN6:-8}
 STREAMS=${STREAMS:-1,4,8}
 CAP_GIB=${CAP_GIB:-3}
 CAP_EXTRA_MIB=${CAP_EXTRA_MIB:-256}
@@ -126,6 +129,7 @@ if [ -z "${SKIP_RESIDENT:-}" ]; then
         tail -5 "$OUT/stream6.err"
     cat "$OUT/stream6.out"
     dec6=$(field tok_s "$(line_where "$OUT/stream6.out" DECODE run=1)")
+    hit6=$(field hit_rate "$(line_where "$OUT/stream6.out" DECODE run=1)")
     if [ -z "${SKIP_LLAMA:-}" ] && [ -x "$LLAMA_BIN/llama-bench" ]; then
         echo "-- resident: llama-bench -p $PP -n 0 -t $THREADS (mmap, page cache warmed first)"
         cat "$MODEL" >/dev/null
@@ -178,4 +182,4 @@ echo "RESULT pp_resident_tok_s=$pp_res llama_pp_resident_tok_s=$llama_res pp_res
      "pp_capped_tok_s=$pp_cap llama_pp_capped_tok_s=$llama_cap pp_capped_ratio=$(pp_ratio "$pp_cap" "$llama_cap")" \
      "llama_pp_capped_status=$llama_cap_st" \
      "agg4_over_1_capped=$(ratio "$a4c" "$a1c") agg8_over_1_capped=$(ratio "$a8c" "$a1c")" \
-     "agg4_over_1_resident=$(ratio "$a4r" "$a1r") stream6_over_resident=$(ratio "$dec6" "$dec_res")"
+     "agg4_over_1_resident=$(ratio "$a4r" "$a1r") stream6_over_resident=$(ratio "$dec6" "$dec_res") stream6_hit_rate=${hit6:-na}"
