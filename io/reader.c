@@ -373,7 +373,9 @@ static int64_t inject(pt_reader *r, const rd_chunk *c, int64_t res)
     uint64_t cnt = f->fail_count ? f->fail_count : 1;
     if (f->fail_from && n >= f->fail_from && n - f->fail_from < cnt)
         return -EIO;
-    if (f->short_every && n % f->short_every == 0 && res > (int64_t)PT_ALIGN)
+    // a short transfer still makes progress (at least one aligned block): a
+    // completion of 0 bytes is end of file, and would count as an attempt
+    if (f->short_every && n % f->short_every == 0 && res >= 2 * (int64_t)PT_ALIGN)
         return (res / 2) / PT_ALIGN * PT_ALIGN;
     return res;
 }
