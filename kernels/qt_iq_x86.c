@@ -185,6 +185,14 @@ TGT float pt_vdot_iq4_xs_avx2(const void *w, const void *xq, int64_t n)
     return hsum8(vacc);
 }
 
+// The per-super-block step of a vdot4 (one weight row x 4 activation rows):
+// accumulator r += (d_w * d_x[r]) * sum[r], the vdot's own f32 operations.
+static TGTI void acc4_scaled(__m256 vacc[4], const __m256i sum[4], float dw, const block_q8_K *const y[4])
+{
+    for (int r = 0; r < 4; r++)
+        vacc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * y[r]->d), _mm256_cvtepi32_ps(sum[r]), vacc[r]);
+}
+
 // One IQ4_XS row times 4 activation rows at xq + r * ldx bytes (batched
 // products): the levels, their magnitudes and the block scale are made
 // once per 32-block for the four; each output takes exactly the integer
@@ -219,9 +227,7 @@ TGT void pt_vdot4_iq4_xs_avx2(const void *w, const void *xq, size_t ldx, int64_t
                 sum[r] = _mm256_add_epi32(sum[r], mul_scaled(A, _mm256_sign_epi8(q8, W), sc));
             }
         }
-        const float dw = h2f(x[i].d);
-        for (int r = 0; r < 4; r++)
-            vacc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * y[r]->d), _mm256_cvtepi32_ps(sum[r]), vacc[r]);
+        acc4_scaled(vacc, sum, h2f(x[i].d), y);
     }
     for (int r = 0; r < 4; r++)
         out[r] = hsum8(vacc[r]);
@@ -438,9 +444,7 @@ TGT void pt_vdot4_iq2_xxs_avx2(const void *w, const void *xq, size_t ldx, int64_
                 sum[r] = _mm256_add_epi32(sum[r], mul_scaled(g, _mm256_sign_epi8(q8, sg), sc));
             }
         }
-        const float dw = h2f(x[i].d);
-        for (int r = 0; r < 4; r++)
-            vacc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * y[r]->d), _mm256_cvtepi32_ps(sum[r]), vacc[r]);
+        acc4_scaled(vacc, sum, h2f(x[i].d), y);
     }
     for (int r = 0; r < 4; r++)
         out[r] = 0.125f * hsum8(vacc[r]);
