@@ -14,6 +14,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "tests/testutil.h"
+#include "tests/testutil/tu_kernel.h"
 
 enum { T = 33, H = 4, EMB = 256, QD = 176, KVL = 160, CELLS = 256, FF = 512 };
 
@@ -39,7 +40,33 @@ static int ndiff(const float *a, const float *b, size_t n)
     return d;
 }
 
-static const pt_kernel_path paths[] = {PT_PATH_SCALAR, PT_PATH_AVX2, PT_PATH_AVXVNNI, PT_PATH_AVX512};
+// llama.cpp's attention tensors of block 0, every head and query position.
+typedef struct attn_io {
+    float *q;   // Qcur-0 (T, H, QD)
+    float *k;   // Kcur-0 (T, QD)
+    float *v;   // Vcur-0 (T, KVL)
+    float *kq;  // kq-0 (H, T, CELLS): unscaled scores
+    float *sm;  // kq_soft_max-0 (H, T, CELLS): probabilities, masked cells 0
+    float *kqv; // kqv-0 (H, T, KVL): weighted sums
+} attn_io;
+#define ATTN_SCALE 0x1.7f3e3p-3f // ggml_soft_max_ext's scale in llama.cpp's graph
+
+static attn_io attn_load(void)
+{
+    return (attn_io){.q = load("Qcur-0", (size_t)QD * H * T), .k = load("Kcur-0", (size_t)QD * T),
+                     .v = load("Vcur-0", (size_t)KVL * T), .kq = load("kq-0", (size_t)CELLS * T * H),
+                     .sm = load("kq_soft_max-0", (size_t)CELLS * T * H), .kqv = load("kqv-0", (size_t)KVL * T * H)};
+}
+
+static void attn_free(attn_io *a)
+{
+    free(a->q);
+    free(a->k);
+    free(a->v);
+    free(a->kq);
+    free(a->sm);
+    free(a->kqv);
+}
 
 Test(llamacpp_ops, rms_norm)
 {
@@ -47,16 +74,12 @@ Test(llamacpp_ops, rms_norm)
     float ones[EMB], y[EMB * T];
     for (int i = 0; i < EMB; i++)
         ones[i] = 1.0f;
-    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
-        if (!pt_kernel_path_supported(paths[p]))
-            continue;
-        pt_kernel_set_path(paths[p]);
+    for (size_t it = 0; tu_next_kernel_path(&it);) {
         for (int b = 0; b < T; b++)
             pt_rmsnorm(y + b * EMB, x + b * EMB, ones, EMB, 1e-6f);
         cr_expect_eq(ndiff(y, want, (size_t)EMB * T), 0, "rms norm (%s path) differs from ggml's",
                      pt_kernel_path_name());
     }
-    pt_kernel_set_path(PT_PATH_AUTO);
     free(x);
     free(want);
 }
@@ -64,14 +87,9 @@ Test(llamacpp_ops, rms_norm)
 // kq, kq_soft_max and kqv of block 0, every head and query position.
 Test(llamacpp_ops, attention_scores_softmax_and_weighted_sum)
 {
-    float *q = load("Qcur-0", (size_t)QD * H * T), *k = load("Kcur-0", (size_t)QD * T);
-    float *v = load("Vcur-0", (size_t)KVL * T), *kq = load("kq-0", (size_t)CELLS * T * H);
-    float *sm = load("kq_soft_max-0", (size_t)CELLS * T * H), *kqv = load("kqv-0", (size_t)KVL * T * H);
-    const float scale = 0x1.7f3e3p-3f; // ggml_soft_max_ext's scale in llama.cpp's graph
-    for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
-        if (!pt_kernel_path_supported(paths[pi]))
-            continue;
-        pt_kernel_set_path(paths[pi]);
+    attn_io a = attn_load();
+    const float *q = a.q, *k = a.k, *v = a.v, *kq = a.kq, *sm = a.sm, *kqv = a.kqv, scale = ATTN_SCALE;
+    for (size_t it = 0; tu_next_kernel_path(&it);) {
         int dkq = 0, dsm = 0, dsp = 0, dkqv = 0;
         for (int h = 0; h < H; h++)
             for (int b = 0; b < T; b++) {
@@ -101,32 +119,21 @@ Test(llamacpp_ops, attention_scores_softmax_and_weighted_sum)
         cr_expect_eq(dsp, 0, "%s path: %d probabilities (positions given) differ from ggml's kq_soft_max", pn, dsp);
         cr_expect_eq(dkqv, 0, "%s path: %d weighted-sum values differ from ggml's kqv", pn, dkqv);
     }
-    pt_kernel_set_path(PT_PATH_AUTO);
-    free(q);
-    free(k);
-    free(v);
-    free(kq);
-    free(sm);
-    free(kqv);
+    attn_free(&a);
 }
 
 // The batched forms (every head of a token at once; with and without the
 // transposed key tail and the packed values) against the same kq and kqv, bit for bit.
 Test(llamacpp_ops, batched_attention_scores_and_weighted_sum)
 {
-    float *q = load("Qcur-0", (size_t)QD * H * T), *k = load("Kcur-0", (size_t)QD * T);
-    float *v = load("Vcur-0", (size_t)KVL * T), *kq = load("kq-0", (size_t)CELLS * T * H);
-    float *sm = load("kq_soft_max-0", (size_t)CELLS * T * H), *kqv = load("kqv-0", (size_t)KVL * T * H);
-    const float scale = 0x1.7f3e3p-3f;
+    attn_io a = attn_load();
+    const float *q = a.q, *k = a.k, *v = a.v, *kq = a.kq, *sm = a.sm, *kqv = a.kqv, scale = ATTN_SCALE;
     const int tail = QD - QD / 64 * 64;
     float *kT = malloc(sizeof(float) * (size_t)tail * T);
     pt_attn_key_tail(kT, T, k, T, QD, QD);
     float *vp = malloc(sizeof(float) * (size_t)KVL * (T + 15) / 16 * 16);
     const int64_t ks = pt_attn_pack_v(vp, v, T, KVL, KVL);
-    for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
-        if (!pt_kernel_path_supported(paths[pi]))
-            continue;
-        pt_kernel_set_path(paths[pi]);
+    for (size_t it = 0; tu_next_kernel_path(&it);) {
         int dkq = 0, dkqv = 0;
         for (int withT = 0; withT < 2; withT++)
             for (int b = 0; b < T; b++) {
@@ -150,15 +157,9 @@ Test(llamacpp_ops, batched_attention_scores_and_weighted_sum)
         cr_expect_eq(dkq, 0, "%s path: %d batched attention scores differ from ggml's kq", pn, dkq);
         cr_expect_eq(dkqv, 0, "%s path: %d batched weighted-sum values differ from ggml's kqv", pn, dkqv);
     }
-    pt_kernel_set_path(PT_PATH_AUTO);
     free(vp);
     free(kT);
-    free(q);
-    free(k);
-    free(v);
-    free(kq);
-    free(sm);
-    free(kqv);
+    attn_free(&a);
 }
 
 Test(llamacpp_ops, swiglu)
@@ -166,10 +167,7 @@ Test(llamacpp_ops, swiglu)
     float *g = load("ffn_gate-0", (size_t)FF * T), *u = load("ffn_up-0", (size_t)FF * T);
     float *want = load("ffn_swiglu-0", (size_t)FF * T);
     float *y = malloc(sizeof(float) * FF * T);
-    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
-        if (!pt_kernel_path_supported(paths[p]))
-            continue;
-        pt_kernel_set_path(paths[p]);
+    for (size_t it = 0; tu_next_kernel_path(&it);) {
         pt_swiglu(y, g, u, (int64_t)FF * T);
         cr_expect_eq(ndiff(y, want, (size_t)FF * T), 0, "SwiGLU (%s path) differs from ggml's", pt_kernel_path_name());
         memcpy(y, g, sizeof(float) * FF * T);
@@ -177,7 +175,6 @@ Test(llamacpp_ops, swiglu)
         cr_expect_eq(ndiff(y, want, (size_t)FF * T), 0, "SwiGLU in place (%s path) differs from ggml's",
                      pt_kernel_path_name());
     }
-    pt_kernel_set_path(PT_PATH_AUTO);
     free(y);
     free(g);
     free(u);
