@@ -213,11 +213,6 @@ void pt_reader_close(pt_reader *r)
 pt_io_mode pt_reader_mode(const pt_reader *r) { return r->mode; }
 bool pt_reader_direct(const pt_reader *r) { return r->direct; }
 int pt_reader_inflight(const pt_reader *r) { return r->inflight_reads; }
-void pt_reader_set_fault(pt_reader *r, const pt_io_fault *f)
-{
-    r->fault = *f;
-    r->n_completions = 0;
-}
 void pt_reader_get_stats(const pt_reader *r, pt_reader_stats *s) { *s = r->st; }
 int pt_reader_register(pt_reader *r, void *base, uint64_t len)
 {
@@ -351,33 +346,38 @@ int pt_reader_submit(pt_reader *r, uint64_t tag, uint64_t off, uint64_t len, voi
 
 // ---- completion -----------------------------------------------------------------
 
-// Applies the fault-injection plans to one device completion of chunk c:
-// the reader's own (pt_reader_set_fault) and the process-wide site "read"
-// (common/fault.h). A faulted completion scribbles over the bytes it no
+// How many bytes a "short" fault lets a completion of res > 0 bytes report.
+// It still makes progress, as a real short transfer does (a completion of
+// 0 bytes is end of file, and would count as an attempt): about half, and
+// under O_DIRECT a whole number of blocks, at least one; a completion of one
+// block or less is then left whole.
+static int64_t short_keep(const pt_reader *r, int64_t res)
+{
+    assert(res > 0);
+    if (!r->direct)
+        return (int64_t)pt_fault_short_len((unsigned long)res);
+    if (res <= (int64_t)PT_ALIGN)
+        return res;
+    const int64_t keep = res / 2 / PT_ALIGN * PT_ALIGN;
+    return keep > 0 ? keep : (int64_t)PT_ALIGN;
+}
+
+// Applies the fault plan of the site "read" (common/fault.h; the tests arm
+// it with pt_fault_arm, any petrel process with PETREL_FAULT) to one device
+// completion of chunk c. A faulted completion scribbles over the bytes it no
 // longer reports, as a real partial transfer may leave them, so a retry
 // that failed to re-read them would give wrong data, not a lucky pass.
-static int64_t inject(pt_reader *r, const rd_chunk *c, int64_t res)
+static int64_t inject(const pt_reader *r, const rd_chunk *c, int64_t res)
 {
     const int fx = pt_fault("read");
-    if (fx != 0 && res > 0) {
-        int64_t keep = 0;
-        if (fx == PT_FAULT_SHORT)
-            keep = r->direct ? res / 2 / PT_ALIGN * PT_ALIGN : res / 2;
+    if (fx == 0)
+        return res;
+    if (res > 0) {
+        const int64_t keep = fx == PT_FAULT_SHORT ? short_keep(r, res) : 0;
         memset(c->dst + c->done + keep, 0xA5, (size_t)(res - keep));
-        res = fx == PT_FAULT_SHORT ? keep : -fx;
-    } else if (fx > 0) {
-        res = -fx;
+        return fx == PT_FAULT_SHORT ? keep : -fx;
     }
-    uint64_t n = ++r->n_completions;
-    const pt_io_fault *f = &r->fault;
-    uint64_t cnt = f->fail_count ? f->fail_count : 1;
-    if (f->fail_from && n >= f->fail_from && n - f->fail_from < cnt)
-        return -EIO;
-    // a short transfer still makes progress (at least one aligned block): a
-    // completion of 0 bytes is end of file, and would count as an attempt
-    if (f->short_every && n % f->short_every == 0 && res >= 2 * (int64_t)PT_ALIGN)
-        return (res / 2) / PT_ALIGN * PT_ALIGN;
-    return res;
+    return fx > 0 ? -fx : res;
 }
 
 static void chunk_finish(pt_reader *r, int cid, int errnum)

@@ -53,13 +53,6 @@ typedef struct pt_reader_cfg {
     int n_threads;          // pool threads; 0 = min(queue_depth, 16)
 } pt_reader_cfg;
 
-// Fault injection (tests): counts device-request completions from 1.
-typedef struct pt_io_fault {
-    uint64_t fail_from;     // first completion to turn into -EIO (0 = none)
-    uint64_t fail_count;    // how many completions from there fail (0 = 1)
-    uint64_t short_every;   // every Nth completion returns fewer bytes (0 = none)
-} pt_io_fault;
-
 typedef struct pt_reader_stats {
     uint64_t reads;         // reads completed
     uint64_t requests;      // device requests completed
@@ -104,7 +97,6 @@ int pt_reader_wait(pt_reader *r, uint64_t *tag, pt_err *err);
 int pt_reader_poll(pt_reader *r, uint64_t *tag, pt_err *err);
 int pt_reader_inflight(const pt_reader *r); // reads submitted and not yet returned
 
-void pt_reader_set_fault(pt_reader *r, const pt_io_fault *f);
 void pt_reader_get_stats(const pt_reader *r, pt_reader_stats *s);
 // io_uring only: registers [base, base + len) (4 KiB-aligned, e.g. the
 // expert cache's memory) so that reads into it use fixed buffers, whose

@@ -80,10 +80,8 @@ struct pt_reader {
     rd_fifo finished;       // reads ready to be returned
     int inflight_reads;     // submitted and not yet returned
     int dev_inflight;       // chunks handed to the backend
-    uint64_t n_completions; // device completions so far (fault injection)
     double t_mark;          // when dev_inflight last changed (pt_now)
     bool registered;        // a fixed-buffer region is registered
-    pt_io_fault fault;
     pt_reader_stats st;
 };
 

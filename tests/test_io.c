@@ -11,9 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fault.h"
 #include "common/util.h"
 #include "io/reader.h"
 #include "tests/testutil.h"
+#include "tests/testutil/tu_fault.h"
 
 #define FILE_BYTES (3u * 1024 * 1024 + 123) // deliberately not a multiple of 4 KiB
 
@@ -84,7 +86,9 @@ static void fill_requests(rq *q, int n)
     q[0].len = 1000;
 }
 
-static void check_mode(pt_io_mode mode, const pt_io_fault *fault)
+// Reads through backend mode; with faults, EIOs of completions 3 and 4 and
+// every 4th completion short (tu_arm_read_faults).
+static void check_mode(pt_io_mode mode, bool faults)
 {
     char *dir, *path = make_file(&dir);
     pt_err err = {{0}};
@@ -93,8 +97,8 @@ static void check_mode(pt_io_mode mode, const pt_io_fault *fault)
     cr_assert(r, "%s", err.msg);
     if (mode != PT_IO_AUTO)
         cr_assert_eq(pt_reader_mode(r), mode);
-    if (fault)
-        pt_reader_set_fault(r, fault);
+    if (faults)
+        tu_arm_read_faults(3, 2, 4);
     enum { N = 40 };
     rq q[N];
     fill_requests(q, N);
@@ -106,24 +110,25 @@ static void check_mode(pt_io_mode mode, const pt_io_fault *fault)
     // more of them on average than the queue holds
     cr_assert(st.busy_s > 0 && st.inflight_s >= st.busy_s, "busy %g inflight %g", st.busy_s, st.inflight_s);
     cr_assert_leq(st.inflight_s / st.busy_s, 8.0 + 1e-9);
-    if (fault)
-        cr_assert(st.retries > 0, "no retries happened under fault injection");
+    if (faults) {
+        cr_assert(pt_fault_injected() > 0 && st.retries > 0, "no retries happened under fault injection");
+        pt_fault_disarm();
+    }
     pt_reader_close(r);
     tu_rmrf(dir);
     free(dir);
     free(path);
 }
 
-Test(io, uring_reads_exact_bytes) { check_mode(PT_IO_URING, NULL); }
-Test(io, pool_reads_exact_bytes) { check_mode(PT_IO_POOL, NULL); }
-Test(io, buffered_reads_exact_bytes) { check_mode(PT_IO_BUFFERED, NULL); }
+Test(io, uring_reads_exact_bytes) { check_mode(PT_IO_URING, false); }
+Test(io, pool_reads_exact_bytes) { check_mode(PT_IO_POOL, false); }
+Test(io, buffered_reads_exact_bytes) { check_mode(PT_IO_BUFFERED, false); }
 
 Test(io, short_reads_and_transient_errors_are_retried)
 {
-    pt_io_fault f = {.fail_from = 3, .fail_count = 2, .short_every = 4};
-    check_mode(PT_IO_URING, &f);
-    check_mode(PT_IO_POOL, &f);
-    check_mode(PT_IO_BUFFERED, &f);
+    check_mode(PT_IO_URING, true);
+    check_mode(PT_IO_POOL, true);
+    check_mode(PT_IO_BUFFERED, true);
 }
 
 Test(io, persistent_error_is_reported)
@@ -135,8 +140,7 @@ Test(io, persistent_error_is_reported)
         pt_reader_cfg cfg = {.path = path, .mode = modes[m], .queue_depth = 4};
         pt_reader *r = pt_reader_open(&cfg, &err);
         cr_assert(r, "%s", err.msg);
-        pt_io_fault f = {.fail_from = 1, .fail_count = 1000};
-        pt_reader_set_fault(r, &f);
+        tu_arm_read_faults(1, 1000, 0);
         unsigned char *dst = pt_alloc_aligned(pt_io_span(5000, 9000));
         cr_assert_eq(pt_reader_submit(r, 7, 5000, 9000, dst, &err), 0);
         uint64_t tag = 0;
@@ -145,8 +149,7 @@ Test(io, persistent_error_is_reported)
         cr_assert(strstr(err.msg, path) && strstr(err.msg, "offset 5000") && strstr(err.msg, "Input/output error"),
                   "message: %s", err.msg);
         // A later good read on the same reader still works.
-        pt_io_fault none = {0};
-        pt_reader_set_fault(r, &none);
+        pt_fault_disarm();
         rq q[3];
         fill_requests(q, 3);
         read_many(r, q, 3);

@@ -13,11 +13,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/fault.h"
 #include "engine/context.h"
 #include "engine/stream.h"
-#include "io/reader.h"
 #include "petrel.h"
 #include "tests/testutil.h"
+#include "tests/testutil/tu_fault.h"
 
 typedef struct cfg {
     int slots;             // experts_per_layer (0: byte budget)
@@ -199,7 +200,7 @@ Test(stream, small_placement_invariance)
     free(path);
 }
 
-// Fault injection through the reader of a live context.
+// Fault injection (the site "read") into the reads of a live context.
 static int decode_all(petrel_context *c, const petrel_token *t, int n, float *out, size_t V)
 {
     for (int i = 0; i < n; i++) {
@@ -235,13 +236,12 @@ Test(stream, injected_faults)
         // Transient: a few failed and short device reads are retried.
         petrel_model *m = open_model(path, &k, NULL);
         petrel_context *c = petrel_context_new(m, NULL, NULL, 0);
-        pt_io_fault f = {.fail_from = 4, .fail_count = 2, .short_every = 3};
-        pt_reader_set_fault(c->stream->reader, &f);
+        tu_arm_read_faults(4, 2, 3);
         cr_assert_eq(decode_all(c, t, n, got, V), 0, "%s", petrel_context_error(c));
         cr_assert(memcmp(got, want, sizeof(float) * V * n) == 0, "io %d: logits differ under transient faults", k.io);
+        cr_assert_gt(pt_fault_injected(), 0, "io %d: no fault was injected", k.io);
         // Persistent: the decode fails with a clear message, no crash.
-        pt_io_fault bad = {.fail_from = 1, .fail_count = 1u << 30};
-        pt_reader_set_fault(c->stream->reader, &bad);
+        tu_arm_read_faults(1, 1u << 30, 0);
         petrel_kv_truncate(c, 0);
         int rc = decode_all(c, t, n, NULL, V);
         const char *msg = petrel_context_error(c);
@@ -250,8 +250,7 @@ Test(stream, injected_faults)
                       strstr(msg, "Input/output error"),
                   "message: %s", msg);
         // Once the device is healthy again, the same context works and is exact.
-        pt_io_fault none = {0};
-        pt_reader_set_fault(c->stream->reader, &none);
+        pt_fault_disarm();
         petrel_kv_truncate(c, 0);
         cr_assert_eq(decode_all(c, t, n, got, V), 0, "%s", petrel_context_error(c));
         cr_assert(memcmp(got, want, sizeof(float) * V * n) == 0, "io %d: logits differ after recovery", k.io);
