@@ -24,6 +24,7 @@
 #include "format/safetensors.h"
 #include "petrel.h"
 #include "tests/testutil.h"
+#include "tests/testutil/tu_gguf.h"
 
 #define VOCAB 512
 #define N_LAYER 4
@@ -726,22 +727,7 @@ static void write_llamacpp_style(const char *src, const char *dst)
     }
     for (uint64_t i = 0; i < g->n_tensors; i++)
         gguf_w_tensor(w, g->tensors[i].name, g->tensors[i].n_dims, g->tensors[i].ne, g->tensors[i].type);
-    uint64_t hl;
-    void *hdr = gguf_writer_header(w, &hl);
-    FILE *f = fopen(dst, "wb");
-    cr_assert(f && hdr);
-    cr_assert_eq(fwrite(hdr, 1, hl, f), hl);
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        const gguf_tensor *t = &g->tensors[i];
-        void *buf = malloc(t->size);
-        cr_assert_eq(gguf_read(g, t->offset, buf, t->size, &err), 0, "%s", err.msg);
-        cr_assert_eq(fseek(f, (long)gguf_writer_tensor_offset(w, (int)i), SEEK_SET), 0);
-        cr_assert_eq(fwrite(buf, 1, t->size, f), t->size);
-        free(buf);
-    }
-    fclose(f);
-    cr_assert_eq(truncate(dst, (off_t)gguf_writer_total_size(w)), 0); // the last tensor's padding
-    free(hdr);
+    tu_gguf_write(dst, w, g, NULL, (int)g->n_tensors, NULL, NULL);
     gguf_writer_free(w);
     gguf_close(g);
 }

@@ -13,18 +13,17 @@
 // one ffn_gate_up_exps {n_embd, 2*n_ff_exp, n_expert} (expert e: its gate
 // rows, then its up rows) instead of ffn_gate_exps + ffn_up_exps.
 #include <criterion/criterion.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "engine/model.h"
 #include "format/gguf.h"
 #include "kernels/quant.h"
 #include "petrel.h"
 #include "tests/testutil.h"
+#include "tests/testutil/tu_gguf.h"
 
 #define VOCAB 512
 
@@ -34,6 +33,51 @@ static uint32_t key_u32(const gguf_file *g, const char *key)
     pt_err err;
     cr_assert_eq(gguf_get_u32(g, key, &v, &err), 0, "%s", err.msg);
     return v;
+}
+
+// The legacy variant's dimensions (write_legacy) and kv_b's stored type.
+typedef struct legacy_dims {
+    uint32_t H, kvl, nope, vd;
+    pt_dtype type;
+} legacy_dims;
+
+// tu_gguf_make_fn of write_legacy: block -src-1's kv_b composed from its
+// k_b and v_b (per head: nope k rows, k_b[h] transposed, then v rows).
+static void make_kv_b(void *user, const gguf_file *g, int j, int src, void *out, uint64_t sz)
+{
+    (void)j;
+    (void)sz;
+    const legacy_dims *d = user;
+    const uint32_t H = d->H, kvl = d->kvl, nope = d->nope, vd = d->vd;
+    pt_err err = {{0}};
+    char kn[64], vn[64];
+    snprintf(kn, sizeof kn, "blk.%d.attn_k_b.weight", -src - 1);
+    snprintf(vn, sizeof vn, "blk.%d.attn_v_b.weight", -src - 1);
+    const gguf_tensor *kt = gguf_find_tensor(g, kn), *vt = gguf_find_tensor(g, vn);
+    cr_assert(kt && vt && kt->type == PT_F32 && vt->type == PT_F32);
+    float *kb = malloc(kt->size), *vb = malloc(vt->size);
+    cr_assert_eq(gguf_read(g, kt->offset, kb, kt->size, &err), 0);
+    cr_assert_eq(gguf_read(g, vt->offset, vb, vt->size, &err), 0);
+    // k_b: ne {nope, kvl, H}, element (j, c, h); v_b: ne {kvl, vd, H}, element (c, i, h).
+    float *kv = malloc(sizeof(float) * (size_t)H * (nope + vd) * kvl);
+    for (uint32_t hh = 0; hh < H; hh++) {
+        for (uint32_t jj = 0; jj < nope; jj++)
+            for (uint32_t c = 0; c < kvl; c++)
+                kv[((size_t)hh * (nope + vd) + jj) * kvl + c] = kb[((size_t)hh * kvl + c) * nope + jj];
+        for (uint32_t i = 0; i < vd; i++)
+            memcpy(kv + ((size_t)hh * (nope + vd) + nope + i) * kvl, vb + ((size_t)hh * vd + i) * kvl,
+                   sizeof(float) * kvl);
+    }
+    const size_t rb = pt_row_bytes(d->type, kvl);
+    for (size_t r = 0; r < (size_t)H * (nope + vd); r++) {
+        if (d->type == PT_F32)
+            memcpy((char *)out + r * rb, kv + r * kvl, rb);
+        else
+            pt_quantize_row(d->type, kv + r * kvl, (char *)out + r * rb, kvl);
+    }
+    free(kb);
+    free(vb);
+    free(kv);
 }
 
 // Writes the legacy variant of the F32 model at src to dst; kv_b stored as
@@ -82,53 +126,8 @@ static void write_legacy(const char *src, const char *dst, pt_dtype type)
         gguf_w_tensor(w, t->name, t->n_dims, t->ne, t->type);
         src_of[n++] = (int)i;
     }
-    uint64_t hl;
-    void *h = gguf_writer_header(w, &hl);
-    int fd = open(dst, O_CREAT | O_TRUNC | O_WRONLY, 0644);
-    cr_assert(fd >= 0);
-    cr_assert_eq(pwrite(fd, h, hl, 0), (ssize_t)hl);
-    free(h);
-    for (int j = 0; j < n; j++) {
-        const uint64_t sz = gguf_writer_tensor_size(w, j);
-        void *out = malloc(sz);
-        if (src_of[j] >= 0) {
-            const gguf_tensor *t = &g->tensors[src_of[j]];
-            cr_assert_eq(gguf_read(g, t->offset, out, sz, &err), 0, "%s", err.msg);
-        } else {
-            char kn[64], vn[64];
-            snprintf(kn, sizeof kn, "blk.%d.attn_k_b.weight", -src_of[j] - 1);
-            snprintf(vn, sizeof vn, "blk.%d.attn_v_b.weight", -src_of[j] - 1);
-            const gguf_tensor *kt = gguf_find_tensor(g, kn), *vt = gguf_find_tensor(g, vn);
-            cr_assert(kt && vt && kt->type == PT_F32 && vt->type == PT_F32);
-            float *kb = malloc(kt->size), *vb = malloc(vt->size);
-            cr_assert_eq(gguf_read(g, kt->offset, kb, kt->size, &err), 0);
-            cr_assert_eq(gguf_read(g, vt->offset, vb, vt->size, &err), 0);
-            // k_b: ne {nope, kvl, H}, element (j, c, h); v_b: ne {kvl, vd, H}, element (c, i, h).
-            float *kv = malloc(sizeof(float) * (size_t)H * (nope + vd) * kvl);
-            for (uint32_t hh = 0; hh < H; hh++) {
-                for (uint32_t jj = 0; jj < nope; jj++)
-                    for (uint32_t c = 0; c < kvl; c++)
-                        kv[((size_t)hh * (nope + vd) + jj) * kvl + c] = kb[((size_t)hh * kvl + c) * nope + jj];
-                for (uint32_t i = 0; i < vd; i++)
-                    memcpy(kv + ((size_t)hh * (nope + vd) + nope + i) * kvl, vb + ((size_t)hh * vd + i) * kvl,
-                           sizeof(float) * kvl);
-            }
-            const size_t rb = pt_row_bytes(type, kvl);
-            for (size_t r = 0; r < (size_t)H * (nope + vd); r++) {
-                if (type == PT_F32)
-                    memcpy((char *)out + r * rb, kv + r * kvl, rb);
-                else
-                    pt_quantize_row(type, kv + r * kvl, (char *)out + r * rb, kvl);
-            }
-            free(kb);
-            free(vb);
-            free(kv);
-        }
-        cr_assert_eq(pwrite(fd, out, sz, (off_t)gguf_writer_tensor_offset(w, j)), (ssize_t)sz);
-        free(out);
-    }
-    cr_assert_eq(ftruncate(fd, (off_t)gguf_writer_total_size(w)), 0);
-    close(fd);
+    legacy_dims d = {.H = H, .kvl = kvl, .nope = nope, .vd = vd, .type = type};
+    tu_gguf_write(dst, w, g, src_of, n, make_kv_b, &d);
     gguf_writer_free(w);
     gguf_close(g);
 }
@@ -292,20 +291,7 @@ Test(layouts, both_layouts_refused)
         gguf_w_tensor(w, g->tensors[i].name, g->tensors[i].n_dims, g->tensors[i].ne, g->tensors[i].type);
     const uint64_t ne[2] = {160, 4 * (32 + 32)};
     gguf_w_tensor(w, "blk.1.attn_kv_b.weight", 2, ne, PT_F32);
-    uint64_t hl;
-    void *h = gguf_writer_header(w, &hl);
-    int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
-    cr_assert_eq(pwrite(fd, h, hl, 0), (ssize_t)hl);
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        void *buf = malloc(g->tensors[i].size);
-        cr_assert_eq(gguf_read(g, g->tensors[i].offset, buf, g->tensors[i].size, &err), 0);
-        cr_assert_eq(pwrite(fd, buf, g->tensors[i].size, (off_t)gguf_writer_tensor_offset(w, (int)i)),
-                     (ssize_t)g->tensors[i].size);
-        free(buf);
-    }
-    cr_assert_eq(ftruncate(fd, (off_t)gguf_writer_total_size(w)), 0);
-    close(fd);
-    free(h);
+    tu_gguf_write(path, w, g, NULL, (int)g->n_tensors + 1, NULL, NULL); // the extra kv_b: zeros
     gguf_writer_free(w);
     gguf_close(g);
     char msg[1024] = "";
@@ -315,6 +301,27 @@ Test(layouts, both_layouts_refused)
     tu_rmrf(dir);
     free(dir);
     free(orig);
+}
+
+// tu_gguf_make_fn of write_fused: block -src-1's ffn_gate_up_exps, expert
+// e's gate rows then its up rows.
+static void make_gate_up(void *user, const gguf_file *g, int j, int src, void *buf, uint64_t sz)
+{
+    (void)user;
+    (void)j;
+    (void)sz;
+    unsigned char *out = buf;
+    pt_err err = {{0}};
+    char gn[64], un[64];
+    snprintf(gn, sizeof gn, "blk.%d.ffn_gate_exps.weight", -src - 1);
+    snprintf(un, sizeof un, "blk.%d.ffn_up_exps.weight", -src - 1);
+    const gguf_tensor *gt = gguf_find_tensor(g, gn), *ut = gguf_find_tensor(g, un);
+    cr_assert(gt && ut && gt->size == ut->size && gt->type == ut->type);
+    const uint64_t X = gt->ne[2], per = gt->size / X; // one expert's gate (or up) bytes
+    for (uint64_t e = 0; e < X; e++) {
+        cr_assert_eq(gguf_read(g, gt->offset + e * per, out + 2 * e * per, per, &err), 0);
+        cr_assert_eq(gguf_read(g, ut->offset + e * per, out + (2 * e + 1) * per, per, &err), 0);
+    }
 }
 
 // Writes the fused variant of the model at src (any types) to dst.
@@ -345,35 +352,7 @@ static void write_fused(const char *src, const char *dst)
         gguf_w_tensor(w, t->name, t->n_dims, t->ne, t->type);
         src_of[n++] = (int)i;
     }
-    uint64_t hl;
-    void *h = gguf_writer_header(w, &hl);
-    int fd = open(dst, O_CREAT | O_TRUNC | O_WRONLY, 0644);
-    cr_assert(fd >= 0);
-    cr_assert_eq(pwrite(fd, h, hl, 0), (ssize_t)hl);
-    free(h);
-    for (int j = 0; j < n; j++) {
-        const uint64_t sz = gguf_writer_tensor_size(w, j);
-        unsigned char *out = malloc(sz);
-        if (src_of[j] >= 0) {
-            const gguf_tensor *t = &g->tensors[src_of[j]];
-            cr_assert_eq(gguf_read(g, t->offset, out, sz, &err), 0, "%s", err.msg);
-        } else {
-            char gn[64], un[64];
-            snprintf(gn, sizeof gn, "blk.%d.ffn_gate_exps.weight", -src_of[j] - 1);
-            snprintf(un, sizeof un, "blk.%d.ffn_up_exps.weight", -src_of[j] - 1);
-            const gguf_tensor *gt = gguf_find_tensor(g, gn), *ut = gguf_find_tensor(g, un);
-            cr_assert(gt && ut && gt->size == ut->size && gt->type == ut->type);
-            const uint64_t X = gt->ne[2], per = gt->size / X; // one expert's gate (or up) bytes
-            for (uint64_t e = 0; e < X; e++) {
-                cr_assert_eq(gguf_read(g, gt->offset + e * per, out + 2 * e * per, per, &err), 0);
-                cr_assert_eq(gguf_read(g, ut->offset + e * per, out + (2 * e + 1) * per, per, &err), 0);
-            }
-        }
-        cr_assert_eq(pwrite(fd, out, sz, (off_t)gguf_writer_tensor_offset(w, j)), (ssize_t)sz);
-        free(out);
-    }
-    cr_assert_eq(ftruncate(fd, (off_t)gguf_writer_total_size(w)), 0);
-    close(fd);
+    tu_gguf_write(dst, w, g, src_of, n, make_gate_up, NULL);
     gguf_writer_free(w);
     gguf_close(g);
 }

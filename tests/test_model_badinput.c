@@ -1,15 +1,14 @@
 // tests/test_model_badinput.c — a GGUF whose tensors disagree with its
 // metadata is refused with a message naming the tensor; nothing crashes.
 #include <criterion/criterion.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "format/gguf.h"
 #include "petrel.h"
 #include "tests/testutil.h"
+#include "tests/testutil/tu_gguf.h"
 
 enum edit { DROP_TENSOR, RESHAPE_TENSOR, CHANGE_U32, EXTRA_TENSOR, RETYPE_TENSOR, DROP_PREFIX, EXTRA_F32_KEY, TRAILING_ONE };
 
@@ -23,33 +22,10 @@ static void rewrite(const char *in, const char *out, enum edit ed, const char *n
     gguf_writer *w = gguf_writer_new(4096);
     for (uint64_t i = 0; i < g->n_kv; i++) {
         const gguf_kv *kv = &g->kv[i];
-        switch (kv->type) {
-        case GGUF_UINT32:
-            gguf_w_u32(w, kv->key, (ed == CHANGE_U32 && !strcmp(kv->key, name)) ? value : kv->v.u32);
-            break;
-        case GGUF_INT32: gguf_w_i32(w, kv->key, kv->v.i32); break;
-        case GGUF_UINT64: gguf_w_u64(w, kv->key, kv->v.u64); break;
-        case GGUF_FLOAT32: gguf_w_f32(w, kv->key, kv->v.f32); break;
-        case GGUF_BOOL: gguf_w_bool(w, kv->key, kv->v.b); break;
-        case GGUF_STRING: gguf_w_str(w, kv->key, kv->str.s); break;
-        case GGUF_ARRAY:
-            if (kv->arr_type == GGUF_INT32)
-                gguf_w_arr_i32(w, kv->key, kv->arr, kv->n);
-            else if (kv->arr_type == GGUF_UINT32)
-                gguf_w_arr_u32(w, kv->key, kv->arr, kv->n);
-            else if (kv->arr_type == GGUF_FLOAT32)
-                gguf_w_arr_f32(w, kv->key, kv->arr, kv->n);
-            else if (kv->arr_type == GGUF_STRING) {
-                const char **ss = malloc(sizeof(char *) * (kv->n + 1));
-                const gguf_str *gs = kv->arr;
-                for (uint64_t j = 0; j < kv->n; j++)
-                    ss[j] = gs[j].s;
-                gguf_w_arr_str(w, kv->key, ss, kv->n);
-                free(ss);
-            }
-            break;
-        default: break;
-        }
+        if (ed == CHANGE_U32 && kv->type == GGUF_UINT32 && !strcmp(kv->key, name))
+            gguf_w_u32(w, kv->key, value);
+        else
+            gguf_w_copy_kv(w, kv);
     }
     if (ed == EXTRA_F32_KEY)
         gguf_w_f32(w, name, (float)value);
@@ -78,59 +54,55 @@ static void rewrite(const char *in, const char *out, enum edit ed, const char *n
         gguf_w_tensor(w, name, 1, ne, 0);
         src[n++] = -1;
     }
-    uint64_t hl;
-    void *h = gguf_writer_header(w, &hl);
-    int fd = open(out, O_CREAT | O_TRUNC | O_WRONLY, 0644);
-    cr_assert(fd >= 0);
-    cr_assert_eq(pwrite(fd, h, hl, 0), (ssize_t)hl);
-    for (int k = 0; k < n; k++) {
-        uint64_t sz = gguf_writer_tensor_size(w, k);
-        void *buf = calloc(1, sz);
-        if (src[k] >= 0)
-            cr_assert_eq(gguf_read(g, g->tensors[src[k]].offset, buf, sz, &err), 0);
-        cr_assert_eq(pwrite(fd, buf, sz, (off_t)gguf_writer_tensor_offset(w, k)), (ssize_t)sz);
-        free(buf);
-    }
-    cr_assert_eq(ftruncate(fd, (off_t)gguf_writer_total_size(w)), 0);
-    close(fd);
-    free(h);
+    tu_gguf_write(out, w, g, src, n, NULL, NULL); // the extra tensor (src -1): zeros
     gguf_writer_free(w);
     gguf_close(g);
 }
 
+// A scratch copy of tiny-dsv3 (F32) with one edit (rewrite) named `file`:
+// the original's path, the scratch directory and the copy's path.
+typedef struct edited {
+    char *model, *dir;
+    char path[1024];
+} edited;
+
+static edited edit_copy(enum edit ed, const char *name, uint32_t value, const char *file)
+{
+    edited e = {.model = tu_tiny_model("f32"), .dir = tu_tmpdir("badmodel")};
+    cr_assert(e.dir);
+    snprintf(e.path, sizeof e.path, "%s/%s", e.dir, file);
+    rewrite(e.model, e.path, ed, name, value);
+    return e;
+}
+
+static void edited_free(edited *e)
+{
+    tu_rmrf(e->dir);
+    free(e->dir);
+    free(e->model);
+}
+
 static void expect_refused(enum edit ed, const char *name, uint32_t value, const char *needle)
 {
-    char *model = tu_tiny_model("f32");
-    char *dir = tu_tmpdir("badmodel");
-    char out[1024];
-    snprintf(out, sizeof out, "%s/bad.gguf", dir);
-    rewrite(model, out, ed, name, value);
+    edited e = edit_copy(ed, name, value, "bad.gguf");
     char err[1024] = "";
-    petrel_model *m = petrel_model_open(out, NULL, err, sizeof err);
+    petrel_model *m = petrel_model_open(e.path, NULL, err, sizeof err);
     cr_expect_null(m, "a model with an edited '%s' was accepted", name);
     if (m)
         petrel_model_close(m);
     cr_expect(strstr(err, needle) != NULL, "message '%s' does not mention '%s'", err, needle);
     cr_expect(strstr(err, "bad.gguf") != NULL, "message '%s' does not name the file", err);
-    tu_rmrf(dir);
-    free(dir);
-    free(model);
+    edited_free(&e);
 }
 
 Test(model_badinput, control_unedited_copy_loads)
 {
-    char *model = tu_tiny_model("f32");
-    char *dir = tu_tmpdir("badmodel");
-    char out[1024];
-    snprintf(out, sizeof out, "%s/same.gguf", dir);
-    rewrite(model, out, CHANGE_U32, "no.such.key", 0);
+    edited e = edit_copy(CHANGE_U32, "no.such.key", 0, "same.gguf");
     char err[1024] = "";
-    petrel_model *m = petrel_model_open(out, NULL, err, sizeof err);
+    petrel_model *m = petrel_model_open(e.path, NULL, err, sizeof err);
     cr_expect_not_null(m, "an unedited copy failed to load: %s", err);
     petrel_model_close(m);
-    tu_rmrf(dir);
-    free(dir);
-    free(model);
+    edited_free(&e);
 }
 
 Test(model_badinput, missing_tensor) { expect_refused(DROP_TENSOR, "blk.2.attn_kv_a_mqa.weight", 0, "blk.2.attn_kv_a_mqa.weight"); }
@@ -171,14 +143,10 @@ Test(model_badinput, yarn_ext_factor_unsupported)
 // layer): the trunk loads without MTP and gives the same logits.
 Test(model_badinput, mtp_block_absent_runs_without_mtp)
 {
-    char *model = tu_tiny_model("f32");
-    char *dir = tu_tmpdir("badmodel");
-    char out[1024];
-    snprintf(out, sizeof out, "%s/nomtp.gguf", dir);
-    rewrite(model, out, DROP_PREFIX, "blk.4.", 0);
+    edited e = edit_copy(DROP_PREFIX, "blk.4.", 0, "nomtp.gguf");
     char err[1024] = "";
-    petrel_model *a = petrel_model_open(model, NULL, err, sizeof err);
-    petrel_model *b = petrel_model_open(out, NULL, err, sizeof err);
+    petrel_model *a = petrel_model_open(e.model, NULL, err, sizeof err);
+    petrel_model *b = petrel_model_open(e.path, NULL, err, sizeof err);
     cr_assert(a && b, "%s", err);
     cr_expect(petrel_model_has_mtp(a) && !petrel_model_has_mtp(b));
     size_t n;
@@ -195,26 +163,18 @@ Test(model_badinput, mtp_block_absent_runs_without_mtp)
     petrel_model_close(a);
     petrel_model_close(b);
     free(tok);
-    tu_rmrf(dir);
-    free(dir);
-    free(model);
+    edited_free(&e);
 }
 
 // A stored trailing dimension of 1 ({256, 176, 1}) is the same shape.
 Test(model_badinput, trailing_dimension_of_one_loads)
 {
-    char *model = tu_tiny_model("f32");
-    char *dir = tu_tmpdir("badmodel");
-    char out[1024];
-    snprintf(out, sizeof out, "%s/trail.gguf", dir);
-    rewrite(model, out, TRAILING_ONE, "blk.2.attn_kv_a_mqa.weight", 0);
+    edited e = edit_copy(TRAILING_ONE, "blk.2.attn_kv_a_mqa.weight", 0, "trail.gguf");
     char err[1024] = "";
-    petrel_model *m = petrel_model_open(out, NULL, err, sizeof err);
+    petrel_model *m = petrel_model_open(e.path, NULL, err, sizeof err);
     cr_expect_not_null(m, "%s", err);
     petrel_model_close(m);
-    tu_rmrf(dir);
-    free(dir);
-    free(model);
+    edited_free(&e);
 }
 Test(model_badinput, attention_temperature_unsupported)
 {
@@ -224,13 +184,9 @@ Test(model_badinput, attention_temperature_unsupported)
 // No exp_probs_b (DeepSeek-V2 / V2.5): loads and runs, routing without a bias.
 Test(model_badinput, no_routing_bias_loads)
 {
-    char *model = tu_tiny_model("f32");
-    char *dir = tu_tmpdir("badmodel");
-    char out[1024];
-    snprintf(out, sizeof out, "%s/nobias.gguf", dir);
-    rewrite(model, out, DROP_TENSOR, "blk.2.exp_probs_b.bias", 0);
+    edited e = edit_copy(DROP_TENSOR, "blk.2.exp_probs_b.bias", 0, "nobias.gguf");
     char err[1024] = "";
-    petrel_model *m = petrel_model_open(out, NULL, err, sizeof err);
+    petrel_model *m = petrel_model_open(e.path, NULL, err, sizeof err);
     cr_assert_not_null(m, "%s", err);
     petrel_context *c = petrel_context_new(m, NULL, err, sizeof err);
     cr_assert(c, "%s", err);
@@ -238,7 +194,5 @@ Test(model_badinput, no_routing_bias_loads)
     cr_expect_eq(petrel_decode(c, tok, NULL, 3, PETREL_LOGITS_ALL), 0, "%s", petrel_context_error(c));
     petrel_context_free(c);
     petrel_model_close(m);
-    tu_rmrf(dir);
-    free(dir);
-    free(model);
+    edited_free(&e);
 }
