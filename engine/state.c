@@ -27,6 +27,7 @@
 
 #include "common/util.h"
 #include "engine/context.h"
+#include "engine/state.h"
 
 #define ST_MAGIC "PETRELKV"
 #define ST_VERSION 2u
@@ -48,7 +49,7 @@ typedef struct st_header {
     uint64_t payload_hash;  // st_hash over the raw payload
     uint64_t header_hash;   // st_hash over the bytes before this field
 } st_header;
-_Static_assert(sizeof(st_header) == 80, "st_header layout");
+_Static_assert(sizeof(st_header) == PT_STATE_HEADER_BYTES, "st_header layout");
 
 // A streamable 64-bit hash over 4-byte words (every payload segment is a
 // multiple of 4 bytes); a trailing partial word is folded in byte-wise.
@@ -67,6 +68,15 @@ static uint64_t st_hash(uint64_t h, const void *p, size_t n)
     return h;
 }
 #define ST_SEED 0xcbf29ce484222325ull
+
+void pt_state_seal_header(void *buf, size_t len)
+{
+    assert(buf || !len);
+    if (len < sizeof(st_header))
+        return;
+    uint64_t h = st_hash(ST_SEED, buf, offsetof(st_header, header_hash));
+    memcpy((unsigned char *)buf + offsetof(st_header, header_hash), &h, sizeof h);
+}
 
 // Identity of the model a state belongs to: the shape-defining hparams, the
 // file size, the tensor count and the first and last 64 KiB of the tensor
@@ -212,20 +222,25 @@ int petrel_state_save_mem(petrel_context *c, void **out, size_t *out_len, char *
     }
     h.comp_bytes = ob.pos;
     h.payload_hash = ph;
-    h.header_hash = st_hash(ST_SEED, &h, offsetof(st_header, header_hash));
     memcpy(buf, &h, sizeof h);
+    pt_state_seal_header(buf, sizeof h);
     *out = buf;
     *out_len = sizeof h + ob.pos;
     return 0;
 }
 
-// Validates a header read from `name` against the context's model; 0 or -1 + err.
-static int st_check_header(const petrel_context *c, const st_header *h, size_t avail, const char *name,
-                           pt_err *err)
+// Reads the header of the blob (buf, len) named `name` into *h (zeroed when
+// the blob is too short) and checks what needs no model: its size, magic,
+// version and its own hash. The one header parser of both the loader and
+// petrel_state_tokens (which fuzz/fuzz_state.c exercises). 0 or -1 + err.
+static int st_read_header(const void *buf, size_t len, const char *name, st_header *h, pt_err *err)
 {
-    if (avail < sizeof *h)
+    assert(h && name && (buf || !len));
+    memset(h, 0, sizeof *h);
+    if (len < sizeof *h)
         return pt_errf(err, "%s: not a Petrel state (truncated: %zu bytes, the header alone is %zu)", name,
-                       avail, sizeof *h);
+                       len, sizeof *h);
+    memcpy(h, buf, sizeof *h);
     if (memcmp(h->magic, ST_MAGIC, 8) != 0)
         return pt_errf(err, "%s: not a Petrel state file (bad magic)", name);
     if (h->version == 1)
@@ -236,6 +251,14 @@ static int st_check_header(const petrel_context *c, const st_header *h, size_t a
                        ST_VERSION);
     if (st_hash(ST_SEED, h, offsetof(st_header, header_hash)) != h->header_hash)
         return pt_errf(err, "%s: corrupted state: header checksum mismatch", name);
+    return 0;
+}
+
+// Validates a header that st_read_header accepted from a blob of avail
+// bytes named `name` against the context's model; 0 or -1 + err.
+static int st_check_header(const petrel_context *c, const st_header *h, size_t avail, const char *name,
+                           pt_err *err)
+{
     uint64_t id;
     pt_err e2 = {{0}};
     if (st_model_id(c->model, &id, &e2) < 0)
@@ -275,12 +298,9 @@ static int load_named(petrel_context *c, const void *buf, size_t len, const char
     assert(c && (buf || !len));
     pt_err err = {{0}};
     st_header h;
-    memset(&h, 0, sizeof h);
     c->n_past = 0;
     c->mtp_len = 0;
-    if (len >= sizeof h)
-        memcpy(&h, buf, sizeof h);
-    if (st_check_header(c, &h, len, name, &err) < 0) {
+    if (st_read_header(buf, len, name, &h, &err) < 0 || st_check_header(c, &h, len, name, &err) < 0) {
         copy_err(errbuf, errlen, &err);
         return -1;
     }
@@ -389,15 +409,13 @@ int petrel_state_tokens(const void *buf, size_t len, petrel_token **tokens, char
 {
     assert(tokens);
     st_header h;
+    pt_err err = {{0}};
     *tokens = NULL;
-    if (len < sizeof h) {
-        snprintf(errbuf, errlen, "not a Petrel state (truncated)");
-        return -1;
-    }
-    memcpy(&h, buf, sizeof h);
-    if (memcmp(h.magic, ST_MAGIC, 8) != 0 || h.version != ST_VERSION ||
-        st_hash(ST_SEED, &h, offsetof(st_header, header_hash)) != h.header_hash || h.n_past < 0) {
-        snprintf(errbuf, errlen, "not a Petrel state, or a corrupted header");
+    int rc = st_read_header(buf, len, "state", &h, &err);
+    if (rc == 0 && h.n_past < 0)
+        rc = pt_errf(&err, "state: corrupted state: bad length n_past %d", h.n_past);
+    if (rc < 0) {
+        copy_err(errbuf, errlen, &err);
         return -1;
     }
     // The buffer grows as the frame really yields tokens (from 64 KiB,
