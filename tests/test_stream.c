@@ -88,6 +88,17 @@ static float *run(const char *path, const cfg *k, const char *usage, int n, petr
     return out;
 }
 
+// Budget b of a grid (b < n_slots + n_caches) on top of k: slots[b] experts
+// per layer for b < n_slots, else the byte budget caches[b - n_slots].
+static cfg budget_at(cfg k, int b, const int *slots, int n_slots, const uint64_t *caches)
+{
+    if (b < n_slots)
+        k.slots = slots[b];
+    else
+        k.cache = caches[b - n_slots];
+    return k;
+}
+
 // Runs the grid of configurations against the all-cached reference.
 static void check_grid(const char *path, int n, const uint64_t *caches, int n_caches, const int *slots, int n_slots)
 {
@@ -109,11 +120,7 @@ static void check_grid(const char *path, int n, const uint64_t *caches, int n_ca
         for (int hot = 0; hot < 2; hot++)
             for (int pf = 0; pf < 3; pf++)
                 for (int io = 0; io < 3; io++) {
-                    cfg k = {.hot = hot, .prefetch = pf, .io = ios[io]};
-                    if (b < n_slots)
-                        k.slots = slots[b];
-                    else
-                        k.cache = caches[b - n_slots];
+                    cfg k = budget_at((cfg){.hot = hot, .prefetch = pf, .io = ios[io]}, b, slots, n_slots, caches);
                     float *got = run(path, &k, hot ? usage : NULL, n, &st);
                     cr_assert(memcmp(got, want, sizeof(float) * V * (size_t)n) == 0,
                               "%s: logits differ (slots %d cache %llu hot %d prefetch %d io %d)", path, k.slots,
@@ -133,11 +140,8 @@ static void check_grid(const char *path, int n, const uint64_t *caches, int n_ca
     // Two threads: ready experts of a token are computed side by side, in
     // groups that depend on when their reads finish.
     for (int b = 0; b < n_caches + n_slots; b++) {
-        cfg k = {.hot = 1, .prefetch = 1, .io = PETREL_IO_URING, .threads = 2};
-        if (b < n_slots)
-            k.slots = slots[b];
-        else
-            k.cache = caches[b - n_slots];
+        cfg k = budget_at((cfg){.hot = 1, .prefetch = 1, .io = PETREL_IO_URING, .threads = 2}, b, slots, n_slots,
+                          caches);
         float *got = run(path, &k, usage, n, &st);
         cr_assert(memcmp(got, want, sizeof(float) * V * (size_t)n) == 0,
                   "%s: logits differ with 2 threads (slots %d cache %llu)", path, k.slots, (unsigned long long)k.cache);
@@ -148,11 +152,7 @@ static void check_grid(const char *path, int n, const uint64_t *caches, int n_ca
     // a threshold it always meets: a second block ahead read at every block.
     setenv("PETREL_PREFETCH_FILL", "1000:8", 1);
     for (int b = 0; b < n_caches + n_slots; b++) {
-        cfg k = {.prefetch = 1, .io = PETREL_IO_URING, .threads = 2};
-        if (b < n_slots)
-            k.slots = slots[b];
-        else
-            k.cache = caches[b - n_slots];
+        cfg k = budget_at((cfg){.prefetch = 1, .io = PETREL_IO_URING, .threads = 2}, b, slots, n_slots, caches);
         float *got = run(path, &k, NULL, n, &st);
         cr_assert(memcmp(got, want, sizeof(float) * V * (size_t)n) == 0,
                   "%s: logits differ with the fill prefetch (slots %d cache %llu)", path, k.slots,
