@@ -14,6 +14,7 @@
 
 #include "kernels/matmul.h"
 #include "tests/llamacpp_cmp.h"
+#include "tests/testutil/tu_kernel.h"
 #include "tests/tu_sha256.h"
 
 // manifest.json calibration.petrel_files.<type>.sha256 (reference data)
@@ -39,11 +40,7 @@ static void check_type(const char *type)
     snprintf(label, sizeof label, "petrel-%s", type);
     petrel_model *m = lc_open(path, err, sizeof err);
     cr_assert(m, "%s: %s", path, err);
-    static const pt_kernel_path paths[] = {PT_PATH_SCALAR, PT_PATH_AVX2, PT_PATH_AVXVNNI, PT_PATH_AVX512};
-    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
-        if (!pt_kernel_path_supported(paths[p]))
-            continue;
-        pt_kernel_set_path(paths[p]);
+    for (size_t it = 0; tu_next_kernel_path(&it);) {
         for (int k = 0; k < 4; k++) {
             const int n = lc_case_len[k];
             char name[64];
@@ -66,7 +63,6 @@ static void check_type(const char *type)
             free(tok);
         }
     }
-    pt_kernel_set_path(PT_PATH_AUTO);
     petrel_model_close(m);
     free(path);
 }
