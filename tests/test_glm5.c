@@ -24,6 +24,7 @@
 #include "format/safetensors.h"
 #include "petrel.h"
 #include "tests/testutil.h"
+#include "tests/testutil/tu_float.h"
 #include "tests/testutil/tu_gguf.h"
 
 #define VOCAB 512
@@ -184,17 +185,6 @@ static void run_free(run_out *r)
     free(r);
 }
 
-static float max_abs_diff(const float *a, const float *b, size_t n)
-{
-    float m = 0;
-    for (size_t i = 0; i < n; i++) {
-        float d = fabsf(a[i] - b[i]);
-        if (!(d <= m))
-            m = d;
-    }
-    return m;
-}
-
 // Selections of block `layer` (rows pos 0..n-1) against golden g (n, IDX_K).
 static void check_sel(const rec *r, int layer, const int32_t *g, int n, const char *what, int k)
 {
@@ -217,11 +207,11 @@ static void check_case(int k, int incremental)
 
     float *g = gold_f32("case%d_logits.f32.bin", k, &cnt);
     cr_assert_eq(cnt, (size_t)n * VOCAB);
-    float d = max_abs_diff(r->logits, g, cnt);
+    float d = tu_max_abs_diff(r->logits, g, cnt);
     cr_expect(d <= 1e-3f, "case %d (%s): logits max abs diff %g > 1e-3", k, mode, d);
     free(g);
     g = gold_f32("case%d_prefill_last_logits.f32.bin", k, &cnt);
-    d = max_abs_diff(r->logits + (size_t)(n - 1) * VOCAB, g, VOCAB);
+    d = tu_max_abs_diff(r->logits + (size_t)(n - 1) * VOCAB, g, VOCAB);
     cr_expect(d <= 1e-3f, "case %d (%s): prefill-last logits max abs diff %g", k, mode, d);
     free(g);
 
@@ -243,7 +233,7 @@ static void check_case(int k, int incremental)
     if (n > 1) {
         g = gold_f32("case%d_mtp_logits.f32.bin", k, &cnt);
         cr_assert_eq(cnt, (size_t)(n - 1) * VOCAB);
-        d = max_abs_diff(r->mtp, g, cnt);
+        d = tu_max_abs_diff(r->mtp, g, cnt);
         cr_expect(d <= 1e-3f, "case %d (%s): MTP logits max abs diff %g > 1e-3", k, mode, d);
         free(g);
         gi = gold_i32("case%d_mtp_router_ids.i32.bin", k, &cnt);
@@ -281,7 +271,7 @@ Test(glm5, dense_attention)
     cr_assert_eq(cnt, (size_t)n * VOCAB);
     for (int inc = 0; inc < 2; inc++) {
         run_out *dn = run_case(model, k, inc, 0, 0, false);
-        float d = max_abs_diff(dn->logits, g, cnt);
+        float d = tu_max_abs_diff(dn->logits, g, cnt);
         cr_expect(d <= 1e-3f, "dense (%s): logits max abs diff %g > 1e-3", inc ? "incremental" : "batch", d);
         run_out *sp = run_case(model, k, inc, 0, 0, true);
         cr_expect(memcmp(dn->logits, sp->logits, sizeof(float) * IDX_K * VOCAB) == 0,
@@ -688,7 +678,7 @@ Test(glm5, float_reference_matches_golden)
     ref_run(&w, k, full, lg, sel);
     size_t cnt;
     float *g = gold_f32("case%d_logits.f32.bin", k, &cnt);
-    float d = max_abs_diff(lg, g, cnt);
+    float d = tu_max_abs_diff(lg, g, cnt);
     cr_expect(d <= 1e-3f, "reference vs golden logits: max abs diff %g", d);
     int32_t *gi = gold_i32("case%d_indexer_topk.i32.bin", k, &cnt);
     for (int l = 0; l < N_LAYER; l++)
@@ -766,7 +756,7 @@ Test(glm5, shared_indexers)
     ref_run(&w, k, shared, lg, sel);
     size_t cnt;
     float *g = gold_f32("case%d_logits.f32.bin", k, &cnt);
-    cr_expect(max_abs_diff(lg, g, cnt) > 1e-2f, "sharing the indexers changed nothing in the reference");
+    cr_expect(tu_max_abs_diff(lg, g, cnt) > 1e-2f, "sharing the indexers changed nothing in the reference");
     free(g);
     char lmodel[1300];
     snprintf(lmodel, sizeof lmodel, "%s/llamacpp-style.gguf", dir);
@@ -774,7 +764,7 @@ Test(glm5, shared_indexers)
     for (int inc = 0; inc < 3; inc++) {
         // 0 batch, 1 incremental, 2 the llama.cpp-style copy (batch)
         run_out *r = run_case(inc == 2 ? lmodel : model, k, inc == 1, 0, 0, true);
-        float d = max_abs_diff(r->logits, lg, (size_t)n * VOCAB);
+        float d = tu_max_abs_diff(r->logits, lg, (size_t)n * VOCAB);
         const char *what = inc == 2 ? "llama.cpp-style file" : inc ? "incremental" : "batch";
         cr_expect(d <= 1e-3f, "shared (%s): logits max abs diff %g vs the reference", what, d);
         for (int l = 0; l < N_LAYER; l++)

@@ -10,6 +10,7 @@
 
 #include "petrel.h"
 #include "tests/testutil.h"
+#include "tests/testutil/tu_float.h"
 
 #define VOCAB 512
 #define N_MOE 3
@@ -28,17 +29,6 @@ static void on_route(void *user, int layer, int32_t pos, const int32_t *ids, con
     cr_assert(n == TOPK && layer < 8 && pos < 128);
     memcpy(r->ids[layer][pos], ids, sizeof(int32_t) * TOPK);
     r->seen[layer][pos] = 1;
-}
-
-static float max_abs_diff(const float *a, const float *b, size_t n)
-{
-    float m = 0;
-    for (size_t i = 0; i < n; i++) {
-        float d = fabsf(a[i] - b[i]);
-        if (!(d <= m))
-            m = d; // NaN propagates as a failure
-    }
-    return m;
 }
 
 static petrel_token *case_tokens(int k)
@@ -117,13 +107,13 @@ static void check_case(int k, int incremental)
     snprintf(name, sizeof name, "case%d_logits.f32.bin", k);
     float *g = tu_golden_f32(name, &cnt);
     cr_assert_eq(cnt, (size_t)n * VOCAB);
-    float d = max_abs_diff(logits, g, cnt);
+    float d = tu_max_abs_diff(logits, g, cnt);
     cr_expect(d <= 1e-3f, "case %d (%s): logits max abs diff %g > 1e-3", k, incremental ? "incremental" : "batch", d);
     free(g);
 
     snprintf(name, sizeof name, "case%d_prefill_last_logits.f32.bin", k);
     g = tu_golden_f32(name, &cnt);
-    d = max_abs_diff(logits + (size_t)(n - 1) * VOCAB, g, VOCAB);
+    d = tu_max_abs_diff(logits + (size_t)(n - 1) * VOCAB, g, VOCAB);
     cr_expect(d <= 1e-3f, "case %d: prefill-last logits max abs diff %g", k, d);
     free(g);
 
@@ -143,7 +133,7 @@ static void check_case(int k, int incremental)
         snprintf(name, sizeof name, "case%d_mtp_logits.f32.bin", k);
         g = tu_golden_f32(name, &cnt);
         cr_assert_eq(cnt, (size_t)(n - 1) * VOCAB);
-        d = max_abs_diff(mtp, g, cnt);
+        d = tu_max_abs_diff(mtp, g, cnt);
         cr_expect(d <= 1e-3f, "case %d (%s): MTP logits max abs diff %g > 1e-3", k,
                   incremental ? "incremental" : "batch", d);
         free(g);

@@ -23,6 +23,7 @@
 #include "kernels/quant.h"
 #include "petrel.h"
 #include "tests/testutil.h"
+#include "tests/testutil/tu_float.h"
 #include "tests/testutil/tu_gguf.h"
 
 #define VOCAB 512
@@ -160,17 +161,6 @@ static void run(petrel_model *m, int k, float **logits, float **mtp, int *n_out)
     free(tok);
 }
 
-static float max_diff(const float *a, const float *b, size_t n)
-{
-    float m = 0;
-    for (size_t i = 0; i < n; i++) {
-        float d = fabsf(a[i] - b[i]);
-        if (!(d <= m))
-            m = d;
-    }
-    return m;
-}
-
 static petrel_model *open_model(const char *path)
 {
     char err[1024] = "";
@@ -197,10 +187,10 @@ Test(layouts, f32_variant_gives_the_original_logits)
         int n;
         run(a, k, &la, &ma, &n);
         run(b, k, &lb, &mb, &n);
-        float d = max_diff(la, lb, (size_t)n * VOCAB);
+        float d = tu_max_abs_diff(la, lb, (size_t)n * VOCAB);
         cr_expect(d <= 1e-5f, "case %d: logits differ by %g", k, d);
         if (ma) {
-            d = max_diff(ma, mb, (size_t)(n - 1) * VOCAB);
+            d = tu_max_abs_diff(ma, mb, (size_t)(n - 1) * VOCAB);
             cr_expect(d <= 1e-5f, "case %d: MTP logits differ by %g", k, d);
         }
         free(la);

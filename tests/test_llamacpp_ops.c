@@ -14,6 +14,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "tests/testutil.h"
+#include "tests/testutil/tu_float.h"
 #include "tests/testutil/tu_kernel.h"
 
 enum { T = 33, H = 4, EMB = 256, QD = 176, KVL = 160, CELLS = 256, FF = 512 };
@@ -29,15 +30,6 @@ static float *load(const char *name, size_t want)
     cr_assert_eq(len, want * sizeof(float), "%s: %zu bytes", path, len);
     free(path);
     return p;
-}
-
-// Counts the floats of a and b whose bits differ.
-static int ndiff(const float *a, const float *b, size_t n)
-{
-    int d = 0;
-    for (size_t i = 0; i < n; i++)
-        d += memcmp(a + i, b + i, sizeof(float)) != 0;
-    return d;
 }
 
 // llama.cpp's attention tensors of block 0, every head and query position.
@@ -77,7 +69,7 @@ Test(llamacpp_ops, rms_norm)
     for (size_t it = 0; tu_next_kernel_path(&it);) {
         for (int b = 0; b < T; b++)
             pt_rmsnorm(y + b * EMB, x + b * EMB, ones, EMB, 1e-6f);
-        cr_expect_eq(ndiff(y, want, (size_t)EMB * T), 0, "rms norm (%s path) differs from ggml's",
+        cr_expect_eq(tu_count_bit_diffs(y, want, (size_t)EMB * T), 0, "rms norm (%s path) differs from ggml's",
                      pt_kernel_path_name());
     }
     free(x);
@@ -106,12 +98,12 @@ Test(llamacpp_ops, attention_scores_softmax_and_weighted_sum)
                 pt_softmax(sc, n);
                 pt_softmax_at(sc2, pos, n); // the sparse (DSA) entry with every key kept
                 const float *ws = sm + ((size_t)h * T + b) * CELLS;
-                dsm += ndiff(sc, ws, (size_t)n);
-                dsp += ndiff(sc2, ws, (size_t)n);
+                dsm += tu_count_bit_diffs(sc, ws, (size_t)n);
+                dsp += tu_count_bit_diffs(sc2, ws, (size_t)n);
                 for (int t = n; t < CELLS; t++)
                     cr_assert_eq(ws[t], 0.0f); // masked cells: exactly 0, so leaving them out is exact
                 pt_wsum_rows(out, ws, NULL, v, n, KVL, KVL);
-                dkqv += ndiff(out, kqv + ((size_t)h * T + b) * KVL, KVL);
+                dkqv += tu_count_bit_diffs(out, kqv + ((size_t)h * T + b) * KVL, KVL);
             }
         const char *pn = pt_kernel_path_name();
         cr_expect_eq(dkq, 0, "%s path: %d attention scores differ from ggml's kq", pn, dkq);
@@ -151,7 +143,7 @@ Test(llamacpp_ops, batched_attention_scores_and_weighted_sum)
                 pt_attn_wsum(O, KVL, sm + ((size_t)h0 * T + b) * CELLS, (int64_t)T * CELLS, H - h0, v, KVL,
                              withT ? vp : NULL, ks, n, KVL);
                 for (int h = h0; h < H; h++)
-                    dkqv += ndiff(O + (h - h0) * KVL, kqv + ((size_t)h * T + b) * KVL, KVL);
+                    dkqv += tu_count_bit_diffs(O + (h - h0) * KVL, kqv + ((size_t)h * T + b) * KVL, KVL);
             }
         const char *pn = pt_kernel_path_name();
         cr_expect_eq(dkq, 0, "%s path: %d batched attention scores differ from ggml's kq", pn, dkq);
@@ -169,10 +161,11 @@ Test(llamacpp_ops, swiglu)
     float *y = malloc(sizeof(float) * FF * T);
     for (size_t it = 0; tu_next_kernel_path(&it);) {
         pt_swiglu(y, g, u, (int64_t)FF * T);
-        cr_expect_eq(ndiff(y, want, (size_t)FF * T), 0, "SwiGLU (%s path) differs from ggml's", pt_kernel_path_name());
+        cr_expect_eq(tu_count_bit_diffs(y, want, (size_t)FF * T), 0, "SwiGLU (%s path) differs from ggml's",
+                     pt_kernel_path_name());
         memcpy(y, g, sizeof(float) * FF * T);
         pt_swiglu(y, y, u, (int64_t)FF * T); // in place
-        cr_expect_eq(ndiff(y, want, (size_t)FF * T), 0, "SwiGLU in place (%s path) differs from ggml's",
+        cr_expect_eq(tu_count_bit_diffs(y, want, (size_t)FF * T), 0, "SwiGLU in place (%s path) differs from ggml's",
                      pt_kernel_path_name());
     }
     free(y);

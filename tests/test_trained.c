@@ -17,6 +17,7 @@
 
 #include "petrel.h"
 #include "tests/testutil.h"
+#include "tests/testutil/tu_float.h"
 #include "tokenizer/tokenizer.h"
 
 #define VOCAB 2048
@@ -50,17 +51,6 @@ static void *ref(const char *name, size_t *count, size_t elem)
     free(p);
     *count = b / elem;
     return d;
-}
-
-static float max_abs_diff(const float *a, const float *b, size_t n)
-{
-    float m = 0;
-    for (size_t i = 0; i < n; i++) {
-        float d = fabsf(a[i] - b[i]);
-        if (!(d <= m))
-            m = d; // NaN propagates as a failure
-    }
-    return m;
 }
 
 // The fixture converted to an f32 GGUF in a fresh temporary folder (*dir, to
@@ -139,7 +129,7 @@ static void check_case(const char *model, int k, int incremental)
     snprintf(name, sizeof name, "case%d_logits.f32.bin", k);
     float *g = ref(name, &cnt, 4);
     cr_assert_eq(cnt, (size_t)n * VOCAB);
-    float d = max_abs_diff(logits, g, cnt);
+    float d = tu_max_abs_diff(logits, g, cnt);
     cr_expect(d <= 1e-3f, "case %d (%s): logits max abs diff %g > 1e-3", k, mode, d);
     free(g);
 
@@ -158,7 +148,7 @@ static void check_case(const char *model, int k, int incremental)
     snprintf(name, sizeof name, "case%d_mtp_logits.f32.bin", k);
     g = ref(name, &cnt, 4);
     cr_assert_eq(cnt, (size_t)(n - 1) * VOCAB);
-    d = max_abs_diff(mtp, g, cnt);
+    d = tu_max_abs_diff(mtp, g, cnt);
     cr_expect(d <= 1e-3f, "case %d (%s): MTP logits max abs diff %g > 1e-3", k, mode, d);
     free(g);
     snprintf(name, sizeof name, "case%d_mtp_router_ids.i32.bin", k);
