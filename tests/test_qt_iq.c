@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kern_internal.h"
 #include "kernels/matmul.h"
 #include "kernels/qtypes.h"
 #include "kernels/qt_iq.h"
@@ -284,6 +285,7 @@ static void check_vdot(uint32_t t)
     const bool nl = t == PT_IQ4_NL;
     const int64_t *lens = nl ? lens_nl : lens_k;
     const size_t nlens = nl ? 10 : 5;
+    int ran[PT_QPATH_N] = {0};
     for (size_t li = 0; li < nlens; li++) {
         const int64_t n = lens[li];
         uint8_t *w = malloc((size_t)(n / q->blck * q->bytes));
@@ -312,10 +314,16 @@ static void check_vdot(uint32_t t)
                 const float v = q->vdot[p](w, xq, n);
                 cr_assert_eq(fbits(v), fbits(s), "%s path %d n=%ld rep %d: %.9g vs scalar %.9g",
                              q->name, p, (long)n, rep, v, s);
+                ran[p]++;
             }
         }
         free(w); free(xq); free(wf); free(xf);
     }
+    // a SIMD path the CPU has and the type defines must have run (not
+    // skipped by a wrong capability check)
+    for (int p = 1; p < PT_QPATH_N; p++)
+        if (q->vdot[p] && path_available(p))
+            cr_assert_gt(ran[p], 0, "%s: path %d available but not run", q->name, p);
 }
 
 Test(iq_vdot, iq1_s) { check_vdot(PT_IQ1_S); }
@@ -361,6 +369,8 @@ static void check_vdot4(uint32_t t)
     }
     if (path_available(PT_QPATH_AVX2))
         cr_assert_gt(checked, 0, "%s: no vdot4 ran on this AVX2 CPU", q->name);
+    if (path_available(PT_QPATH_AVX512) && q->vdot4[PT_QPATH_AVX512])
+        cr_assert_geq(checked, 6 * 4 * 2, "%s: the AVX-512 vdot4 did not run on this AVX-512 CPU", q->name);
     free(w); free(xq); free(xf);
     const int64_t rows = 13, batches[] = {1, 4, 9};
     const size_t rb = (size_t)(n / q->blck * q->bytes);
@@ -389,6 +399,31 @@ static void check_vdot4(uint32_t t)
     }
     pt_kernel_set_path(PT_PATH_AUTO);
     free(W); free(X); free(Y); free(y1);
+}
+
+// On this CPU matmul's automatic choice is the best path it has, and for
+// every i-quant the row kernel it takes is that path's own (or, where the
+// type has none, the one below it): which functions the products run.
+Test(iq_vdot, dispatch_on_this_cpu)
+{
+    pt_kernel_set_path(PT_PATH_AUTO);
+    const int qp = pt_kern_current()->qpath;
+    int want = PT_QPATH_SCALAR;
+    if (path_available(PT_QPATH_AVX512))
+        want = PT_QPATH_AVX512;
+    else if (path_available(PT_QPATH_AVX2))
+        want = PT_QPATH_AVX2;
+    if (!getenv("PETREL_KERNELS")) // (that variable forces a path)
+        cr_assert_eq(qp, want, "kernel path %s takes i-quant path %d, expected %d", pt_kernel_path_name(), qp, want);
+    for (size_t k = 0; k < N_IQ_TYPES; k++) {
+        const pt_qtraits *q = pt_qtraits_of(IQ_TYPES[k]);
+        int p = qp;
+        while (!q->vdot[p])
+            p--;
+        cr_assert_eq((void *)pt_vdot_of(q, qp), (void *)q->vdot[p], "%s", q->name);
+        cr_log_info("%s: path %s runs the vdot of i-quant path %d%s", q->name, pt_kernel_path_name(), p,
+                    pt_vdot4_of(q, qp) ? " and a vdot4" : "");
+    }
 }
 
 Test(iq_vdot, iq2_xxs_vdot4) { check_vdot4(PT_IQ2_XXS); }
