@@ -53,7 +53,7 @@ static const pt_qtraits table[NTYPES] = {
              {pt_vdot_iq2_s_scalar, pt_vdot_iq2_s_avx2, pt_vdot_iq2_s_avx512}},
     [23] = {"iq4_xs", "IQ4_XS", 256, 136, PT_Q8_K, pt_deq_iq4_xs, pt_quant_iq4_xs,
              {pt_vdot_iq4_xs_scalar, pt_vdot_iq4_xs_avx2, pt_vdot_iq4_xs_avx512},
-             {NULL, pt_vdot4_iq4_xs_avx2, NULL}},
+             {NULL, pt_vdot4_iq4_xs_avx2, pt_vdot4_iq4_xs_avx512}},
     [29] = {"iq1_m", "IQ1_M", 256, 56, PT_Q8_K, pt_deq_iq1_m, NULL,
              {pt_vdot_iq1_m_scalar, pt_vdot_iq1_m_avx2, pt_vdot_iq1_m_avx512}},
 };
