@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "tests/testutil.h"
+#include "tests/testutil/tu_json.h"
 #include "tokenizer/tokenizer.h"
 
 static pt_tokenizer *tok;
@@ -28,38 +29,6 @@ static void teardown(void)
     pt_tokenizer_free(tok);
 }
 
-// Compares ids with a JSON array; returns the index of the first mismatch
-// or -1 when equal.
-static long ids_diff(const int32_t *ids, int64_t n, json_object *want)
-{
-    long nw = (long)json_object_array_length(want);
-    for (long i = 0; i < nw && i < n; i++)
-        if (ids[i] != json_object_get_int(json_object_array_get_idx(want, (size_t)i)))
-            return i;
-    return n == nw ? -1 : (n < nw ? n : nw);
-}
-
-// Reads a JSONL fixture into an array of objects.
-static json_object **read_jsonl(const char *rel, size_t *n)
-{
-    char *p = tu_fixture(rel);
-    size_t len;
-    char *text = tu_read(p, &len);
-    cr_assert(text, "missing %s", p);
-    free(p);
-    json_object **v = NULL;
-    *n = 0;
-    char *save = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        v = realloc(v, (*n + 1) * sizeof *v);
-        v[*n] = json_tokener_parse(line);
-        cr_assert(v[*n], "bad fixture line %zu", *n);
-        (*n)++;
-    }
-    free(text);
-    return v;
-}
-
 static void check_case(json_object *c, size_t line, const char *ids_key, const char *dec_key, bool parse_special,
                        int *fails)
 {
@@ -73,7 +42,7 @@ static void check_case(json_object *c, size_t line, const char *ids_key, const c
     pt_err err = {{0}};
     int64_t n = pt_tokenizer_encode(tok, text, tl, parse_special, false, &ids, &err);
     cr_assert(n >= 0, "%s", err.msg);
-    long d = ids_diff(ids, n, ji);
+    long d = tu_ids_diff(ids, n, ji);
     if (d >= 0) {
         (*fails)++;
         cr_log_error("line %zu %s: mismatch at id %ld (got %lld ids, want %zu): %.80s", line + 1, ids_key, d,
@@ -94,7 +63,7 @@ static void check_case(json_object *c, size_t line, const char *ids_key, const c
 Test(tokenizer, fixture_cases, .init = setup, .fini = teardown)
 {
     size_t n;
-    json_object **cases = read_jsonl("tokenizer/deepseek_v3/cases.jsonl", &n);
+    json_object **cases = tu_read_jsonl("tokenizer/deepseek_v3/cases.jsonl", &n);
     cr_assert_eq(n, 373);
     int fails = 0, special_lines = 0;
     for (size_t i = 0; i < n; i++) {
@@ -361,7 +330,7 @@ static void check_all_cases(pt_tokenizer *t)
     pt_tokenizer *saved = tok;
     tok = t;
     size_t n;
-    json_object **cases = read_jsonl("tokenizer/deepseek_v3/cases.jsonl", &n);
+    json_object **cases = tu_read_jsonl("tokenizer/deepseek_v3/cases.jsonl", &n);
     int fails = 0;
     for (size_t i = 0; i < n; i++) {
         check_case(cases[i], i, "ids", "decoded", true, &fails);
@@ -470,7 +439,7 @@ static void *enc_thread(void *arg)
             pt_err err = {{0}};
             int64_t n = pt_tokenizer_encode(tok, json_object_get_string(jt), (size_t)json_object_get_string_len(jt),
                                             true, false, &ids, &err);
-            if (ids_diff(ids, n, ji) >= 0)
+            if (tu_ids_diff(ids, n, ji) >= 0)
                 j->fails++;
             free(ids);
         }
@@ -480,7 +449,7 @@ static void *enc_thread(void *arg)
 Test(tokenizer, concurrent_encodes, .init = setup, .fini = teardown)
 {
     size_t n;
-    json_object **cases = read_jsonl("tokenizer/deepseek_v3/cases.jsonl", &n);
+    json_object **cases = tu_read_jsonl("tokenizer/deepseek_v3/cases.jsonl", &n);
     enc_job a = {cases, n, 0}, b = {cases, n, 0};
     pthread_t ta, tb;
     pthread_create(&ta, NULL, enc_thread, &a);

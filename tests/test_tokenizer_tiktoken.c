@@ -19,6 +19,7 @@
 
 #include "format/gguf.h"
 #include "tests/testutil.h"
+#include "tests/testutil/tu_json.h"
 #include "tokenizer/tokenizer.h"
 
 static pt_tokenizer *tok;
@@ -34,35 +35,6 @@ static void setup(void)
 
 static void teardown(void) { pt_tokenizer_free(tok); }
 
-static json_object **read_jsonl(const char *rel, size_t *n)
-{
-    char *p = tu_fixture(rel);
-    size_t len;
-    char *text = tu_read(p, &len);
-    cr_assert(text, "missing %s", p);
-    free(p);
-    json_object **v = NULL;
-    *n = 0;
-    char *save = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        v = realloc(v, (*n + 1) * sizeof *v);
-        v[*n] = json_tokener_parse(line);
-        cr_assert(v[*n], "bad fixture line %zu", *n);
-        (*n)++;
-    }
-    free(text);
-    return v;
-}
-
-static long ids_diff(const int32_t *ids, int64_t n, json_object *want)
-{
-    long nw = (long)json_object_array_length(want);
-    for (long i = 0; i < nw && i < n; i++)
-        if (ids[i] != json_object_get_int(json_object_array_get_idx(want, (size_t)i)))
-            return i;
-    return n == nw ? -1 : (n < nw ? n : nw);
-}
-
 // Encodes the case's text and compares with want_key; checks that the ids
 // decode back to the text byte for byte.
 static void check(const pt_tokenizer *t, json_object *c, size_t line, const char *want_key, bool special,
@@ -76,7 +48,7 @@ static void check(const pt_tokenizer *t, json_object *c, size_t line, const char
     pt_err err = {{0}};
     int64_t n = pt_tokenizer_encode(t, text, tl, special, false, &ids, &err);
     cr_assert(n >= 0, "%s", err.msg);
-    long d = ids_diff(ids, n, ji);
+    long d = tu_ids_diff(ids, n, ji);
     if (d >= 0) {
         (*fails)++;
         cr_log_error("line %zu %s: mismatch at id %ld (got %lld ids, want %zu): %.60s", line + 1, want_key, d,
@@ -95,7 +67,7 @@ static void check(const pt_tokenizer *t, json_object *c, size_t line, const char
 static void check_all_cases(const pt_tokenizer *t)
 {
     size_t n;
-    json_object **cases = read_jsonl("tokenizer/tiktoken/cl100k/cl100k_cases.jsonl", &n);
+    json_object **cases = tu_read_jsonl("tokenizer/tiktoken/cl100k/cl100k_cases.jsonl", &n);
     cr_assert_eq(n, 492);
     int fails = 0, differ = 0;
     for (size_t i = 0; i < n; i++) {
@@ -117,7 +89,7 @@ Test(tiktoken, cl100k_cases, .init = setup, .fini = teardown) { check_all_cases(
 Test(tiktoken, cl100k_rust_probes, .init = setup, .fini = teardown)
 {
     size_t n;
-    json_object **cases = read_jsonl("tokenizer/tiktoken/cl100k/cl100k_js_vs_rust.jsonl", &n);
+    json_object **cases = tu_read_jsonl("tokenizer/tiktoken/cl100k/cl100k_js_vs_rust.jsonl", &n);
     cr_assert_eq(n, 10);
     int fails = 0;
     for (size_t i = 0; i < n; i++) {
@@ -232,7 +204,7 @@ Test(tiktoken, kimi_pattern_vs_rust)
     free(pat);
     free(pf);
     size_t n;
-    json_object **cases = read_jsonl("tokenizer/tiktoken/kimi_pattern/cases.jsonl", &n);
+    json_object **cases = tu_read_jsonl("tokenizer/tiktoken/kimi_pattern/cases.jsonl", &n);
     cr_assert_eq(n, 577);
     int fails = 0;
     for (size_t i = 0; i < n; i++) {
@@ -257,7 +229,7 @@ Test(tiktoken, rust_pattern_probes)
 {
     char *c = tu_fixture("tokenizer/tiktoken/cl100k");
     size_t n;
-    json_object **cases = read_jsonl("tokenizer/tiktoken/kimi_pattern/probes.jsonl", &n);
+    json_object **cases = tu_read_jsonl("tokenizer/tiktoken/kimi_pattern/probes.jsonl", &n);
     cr_assert_eq(n, 33);
     int fails = 0;
     pt_tokenizer *t = NULL;
@@ -291,7 +263,7 @@ Test(tiktoken, rust_pattern_probes)
         int64_t k = pt_tokenizer_encode(t, json_object_get_string(jt), (size_t)json_object_get_string_len(jt), false,
                                         false, &ids, &err);
         cr_assert(k >= 0, "%s", err.msg);
-        if (ids_diff(ids, k, ji) >= 0) {
+        if (tu_ids_diff(ids, k, ji) >= 0) {
             fails++;
             cr_log_error("pattern %s, text '%s': ids differ", pat, json_object_get_string(jt));
         }
@@ -604,7 +576,7 @@ Test(tiktoken, cli_jsonl)
                            k ? "--no-special" : ""),
                      0);
         size_t n;
-        json_object **cases = read_jsonl("tokenizer/tiktoken/cl100k/cl100k_cases.jsonl", &n);
+        json_object **cases = tu_read_jsonl("tokenizer/tiktoken/cl100k/cl100k_cases.jsonl", &n);
         char *save = NULL, *line = strtok_r(out, "\n", &save);
         size_t i = 0;
         for (; line && i < n; line = strtok_r(NULL, "\n", &save), i++) {
