@@ -21,7 +21,9 @@
 // fold into the eight lanes with one add; for IQ4_NL dpbusd of the levels
 // biased to unsigned (w + 128) minus dpbusd of 128, both exact int32; for
 // IQ4_XS level magnitudes times the quants negated under a mask (maddubs,
-// then dpwssd with the block scale), see its kernel. Where one step handles two or four 32-blocks, the activation
+// then dpwssd with the block scale), for IQ2_XXS (with VBMI) gathered grid
+// entries and vector-made sign masks (dpbusd, then dpwssd), see their
+// kernels. Where one step handles two or four 32-blocks, the activation
 // quants are regrouped (permute2x128 / shuffle_i64x2) to meet the nibble
 // order of the weights, and the first / second halves of the blocks are
 // summed apart and put back in lane order at the end. The block loops are
@@ -975,8 +977,9 @@ __m512i iq2_pair_dot512(__m512i sum, __m512i g, __mmask64 neg, const int8_t *q8,
 
 // Two 32-blocks per step: 8 grid entries in one register, the 64 sign bits
 // as a mask that negates the activation quants, the two blocks' scales
-// picked from one vector of the 8 (word 4 ib of the qword lanes).
-TGT512B float pt_vdot_iq2_xxs_avx512(const void *w, const void *xq, int64_t n)
+// picked from one vector of the 8 (word 4 ib of the qword lanes). The
+// AVX-512 kernel of CPUs without VBMI (pt_vdot_iq2_xxs_avx512 below picks).
+TGT512B float pt_vdot_iq2_xxs_avx512bw(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK_K == 0);
     const pt_blk_iq2_xxs *x = w;
@@ -1000,6 +1003,159 @@ TGT512B float pt_vdot_iq2_xxs_avx512(const void *w, const void *xq, int64_t n)
         vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(fold512(sum)), vacc);
     }
     return 0.125f * hsum8(vacc);
+}
+
+// ---- AVX-512 VBMI: IQ2_XXS with gathered grid entries and vector signs ----
+// What bounds the kernel above on Intel (Emerald Rapids, measured) is the
+// scalar work per 64 values: 8 grid loads + inserts and two ksigns4 (pdep +
+// SWAR). Here, per super-block: one vpermd puts the eight aux words side
+// by side, one vpmultishiftqb cuts their 4 x 7-bit sign fields into bytes
+// and one vpermi2b looks them up in ggml's ksigns table (parity bit
+// included), stored once so that each 64 values' sign mask is one load +
+// kmovq; the 8 grid indices of each 64 values are spread to qwords by one
+// zero-masked vpermb and their entries fetched with one vpgatherqq (fast
+// on Intel: 8 loads; Zen 4's are slow, see "ggml's order on ymm chains").
+// The products: the quants negated under the sign mask, one dpbusd of the
+// magnitudes (u8) gives the exact 4-value sums (<= 4 x 43 x 127 = 21844:
+// an int16 in the low word, its sign in the high word), one dpwssd with
+// the block scale 2 s + 1 in the low word (0 in the high one) adds
+// sum x scale into dword m: ggml's lanes, folded as the kernel above.
+// Measured alternatives (in L2, 1 thread, same run): the grid as two bit
+// planes in registers (4 vpermi2b per super-block, masks through memory)
+// 22 ns per super-block, gather + scalar signs 14.5, inserts + vector
+// signs 15.6; this kernel 11.4, the one above 16.2.
+
+typedef struct {
+    __m512i ks0, ks1, gsel[4]; // ksigns table; grid-index selectors per 64 values
+} xxs_consts;
+
+static TGTI512V void xxs_consts_init(xxs_consts *c)
+{
+    c->ks0 = _mm512_loadu_si512((const void *)pt_ksigns_iq2xs);
+    c->ks1 = _mm512_loadu_si512((const void *)(pt_ksigns_iq2xs + 64));
+    for (int j = 0; j < 4; j++) // qword e <- index byte e of blocks 2j (e < 4), 2j + 1
+        c->gsel[j] = _mm512_setr_epi64(16 * j, 16 * j + 1, 16 * j + 2, 16 * j + 3, 16 * j + 8, 16 * j + 9,
+                                       16 * j + 10, 16 * j + 11);
+}
+
+// The sign masks of one super-block into m[0..3] (qword j: values 64j ..
+// 64j + 63, bit p set = value negative) and its 8 block scales 2 s + 1 as
+// dwords 0..7 (returned). raw = the 64 bytes qs.
+static TGTI512V __m512i xxs_signs_scales512(__m512i raw, const xxs_consts *c, uint64_t m[8])
+{
+    const __m512i asel = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15);
+    // bytes 0..3 / 4..7 of qword t <- the 7-bit fields of aux 2t / 2t + 1
+    const __m512i cut = _mm512_set1_epi64(0x352e2720150e0700ll);
+    const __m512i aux = _mm512_permutexvar_epi32(asel, raw);
+    _mm512_store_si512((void *)m, _mm512_permutex2var_epi8(c->ks0, _mm512_multishift_epi64_epi8(cut, aux), c->ks1));
+    return _mm512_or_si512(_mm512_srli_epi32(aux, 27), _mm512_set1_epi32(1));
+}
+
+// The grid magnitudes of values 64j .. 64j + 63.
+static TGTI512V __m512i xxs_grid512(__m512i raw, const xxs_consts *c, int j)
+{
+    const __m512i gi = _mm512_maskz_permutexvar_epi8(0x0101010101010101ull, c->gsel[j], raw);
+    return _mm512_i64gather_epi64(gi, (const long long *)pt_iq2xxs_grid, 8);
+}
+
+// acc + scale x exact 4-value sums of the magnitudes g with the quants at
+// q8 negated under neg (dpbusd, then dpwssd: see above).
+static TGTI512V __m512i xxs_dot512(__m512i acc, __m512i g, __mmask64 neg, const int8_t *q8, __m512i sc)
+{
+    const __m512i x = _mm512_loadu_si512((const void *)q8);
+    const __m512i xs = _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x);
+    return _mm512_dpwssd_epi32(acc, _mm512_dpbusd_epi32(_mm512_setzero_si512(), g, xs), sc);
+}
+
+static TGT512V float iq2_xxs_vbmi(const void *w, const void *xq, int64_t n)
+{
+    const pt_blk_iq2_xxs *x = w;
+    const block_q8_K *y = xq;
+    xxs_consts c;
+    xxs_consts_init(&c);
+    // volatile: each mask is read back as a load + kmovq (without it the
+    // compiler extracts the qwords from the register: more shuffle uops)
+    _Alignas(64) volatile uint64_t m[8];
+    __m256 vacc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        if (IQ_PREFETCH)
+            iq_prefetch(&x[i], sizeof x[i]);
+        const __m512i raw = _mm512_loadu_si512((const void *)x[i].qs);
+        const __m512i ls = xxs_signs_scales512(raw, &c, (uint64_t *)m);
+        __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const __m512i g = xxs_grid512(raw, &c, j);
+            const __m512i sc = _mm512_permutexvar_epi32(pair_sel(j), ls);
+            if (j & 1)
+                acc1 = xxs_dot512(acc1, g, _cvtu64_mask64(m[j]), y[i].qs + 64 * j, sc);
+            else
+                acc0 = xxs_dot512(acc0, g, _cvtu64_mask64(m[j]), y[i].qs + 64 * j, sc);
+        }
+        const __m256i sum = fold512(_mm512_add_epi32(acc0, acc1));
+        vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), vacc);
+    }
+    return 0.125f * hsum8(vacc);
+}
+
+// The AVX-512 IQ2_XXS entry: the VBMI kernel where the CPU has VBMI (Intel
+// since Ice Lake, AMD since Zen 4), the one above (F/BW/VL/VNNI) on the
+// others (Cascade Lake); both equal the scalar vdot bit for bit.
+TGT512B float pt_vdot_iq2_xxs_avx512(const void *w, const void *xq, int64_t n)
+{
+    assert(n % QK_K == 0);
+    if (__builtin_cpu_supports("avx512vbmi"))
+        return iq2_xxs_vbmi(w, xq, n);
+    return pt_vdot_iq2_xxs_avx512bw(w, xq, n);
+}
+
+// One IQ2_XXS row times 4 activation rows: grid entries, sign masks and
+// scales made once for the four; each output takes iq2_xxs_vbmi's integer
+// sums and float operations, so equals it bit for bit.
+static TGT512V void iq2_xxs_vdot4_vbmi(const void *w, const void *xq, size_t ldx, int64_t n, float *out)
+{
+    const pt_blk_iq2_xxs *x = w;
+    xxs_consts c;
+    xxs_consts_init(&c);
+    _Alignas(64) volatile uint64_t m[8];
+    __m256 vacc[4];
+    for (int r = 0; r < 4; r++)
+        vacc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const block_q8_K *y[4];
+        for (int r = 0; r < 4; r++)
+            y[r] = (const block_q8_K *)((const char *)xq + r * ldx) + i;
+        const __m512i raw = _mm512_loadu_si512((const void *)x[i].qs);
+        const __m512i ls = xxs_signs_scales512(raw, &c, (uint64_t *)m);
+        __m512i acc[4];
+        for (int r = 0; r < 4; r++)
+            acc[r] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const __m512i g = xxs_grid512(raw, &c, j);
+            const __mmask64 neg = _cvtu64_mask64(m[j]);
+            const __m512i sc = _mm512_permutexvar_epi32(pair_sel(j), ls);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++)
+                acc[r] = xxs_dot512(acc[r], g, neg, y[r]->qs + 64 * j, sc);
+        }
+        __m256i sum[4];
+        for (int r = 0; r < 4; r++)
+            sum[r] = fold512(acc[r]);
+        acc4_scaled(vacc, sum, h2f(x[i].d), y);
+    }
+    for (int r = 0; r < 4; r++)
+        out[r] = 0.125f * hsum8(vacc[r]);
+}
+
+// Without VBMI the AVX2 vdot4 (the same bits).
+TGT512B void pt_vdot4_iq2_xxs_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out)
+{
+    assert(n % QK_K == 0);
+    if (__builtin_cpu_supports("avx512vbmi"))
+        iq2_xxs_vdot4_vbmi(w, xq, ldx, n, out);
+    else
+        pt_vdot4_iq2_xxs_avx2(w, xq, ldx, n, out);
 }
 
 // The 16 half scales 2 s + 1 of an IQ2_XS / IQ2_S super-block as words

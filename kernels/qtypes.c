@@ -38,7 +38,7 @@ static const pt_qtraits table[NTYPES] = {
              {NULL, NULL, pt_vdot4_q6_k_avx512}},
     [16] = {"iq2_xxs", "IQ2_XXS", 256, 66, PT_Q8_K, pt_deq_iq2_xxs, NULL,
              {pt_vdot_iq2_xxs_scalar, pt_vdot_iq2_xxs_avx2, pt_vdot_iq2_xxs_avx512},
-             {NULL, pt_vdot4_iq2_xxs_avx2, NULL}},
+             {NULL, pt_vdot4_iq2_xxs_avx2, pt_vdot4_iq2_xxs_avx512}},
     [17] = {"iq2_xs", "IQ2_XS", 256, 74, PT_Q8_K, pt_deq_iq2_xs, NULL,
              {pt_vdot_iq2_xs_scalar, pt_vdot_iq2_xs_avx2, pt_vdot_iq2_xs_avx512}},
     [18] = {"iq3_xxs", "IQ3_XXS", 256, 98, PT_Q8_K, pt_deq_iq3_xxs, NULL,

@@ -279,7 +279,7 @@ static bool path_available(int path)
 static const struct {
     uint32_t t;
     pt_vdot_fn f;
-} alt512[] = {{PT_IQ4_XS, pt_vdot_iq4_xs_avx512bw}};
+} alt512[] = {{PT_IQ4_XS, pt_vdot_iq4_xs_avx512bw}, {PT_IQ2_XXS, pt_vdot_iq2_xxs_avx512bw}};
 
 static void check_vdot(uint32_t t)
 {
