@@ -14,11 +14,11 @@
 #include "petrel.h"
 #include "tests/testutil.h"
 
-#define NCONV 4  // conversations
+#define NCONV 8  // conversations
 #define NSTEP 6  // decode steps after the prompts
 #define MAXP 16  // longest prompt
 
-static const int plen[NCONV] = {1, 5, 11, 16}; // different lengths: different positions per row
+static const int plen[NCONV] = {1, 5, 11, 16, 3, 8, 13, 2}; // different lengths: different positions per row
 
 static petrel_token prompt_tok(int conv, int t, int n_vocab) { return (petrel_token)((conv * 131 + t * 37 + 7) % n_vocab); }
 
@@ -134,7 +134,8 @@ static void run_multi(const char *path, int threads, int experts_per_layer, cons
     petrel_reset_stats(c[0]);
     for (int s = 0; s < NSTEP; s++) {
         // Round s: the conversations in a rotated order, in groups of
-        // (s % 3) + 2 (so 2, 3, 4 rows, and a remainder of 1).
+        // 2, 5 or 8 rows (s % 3; remainders of 1 and 3): steps of more
+        // than 4 rows are also predicted ahead (engine/stream_prefetch.c).
         int order[NCONV];
         for (int i = 0; i < NCONV; i++)
             order[i] = (i + s) % NCONV;
@@ -144,7 +145,7 @@ static void run_multi(const char *path, int threads, int experts_per_layer, cons
                 order[i] = order[NCONV - 1 - i];
                 order[NCONV - 1 - i] = t;
             }
-        const int g = s % 3 + 2;
+        const int g = 3 * (s % 3) + 2;
         for (int at = 0; at < NCONV; at += g) {
             const int n = NCONV - at < g ? NCONV - at : g;
             petrel_context *cs[NCONV];
@@ -180,7 +181,7 @@ static void run_multi(const char *path, int threads, int experts_per_layer, cons
     petrel_get_stats(c[2], &st);
     cr_assert_gt(st.multi_steps, 0);
     cr_assert_eq(st.multi_rows, (uint64_t)NCONV * NSTEP);
-    cr_assert_eq(st.multi_max_rows, 4);
+    cr_assert_eq(st.multi_max_rows, NCONV);
     cr_assert_lt(st.multi_expert_visits, st.multi_expert_uses, "no expert fetch was shared");
     cr_assert_gt(st.multi_bytes_shared, 0);
     for (int i = NCONV - 1; i >= 0; i--)
@@ -227,6 +228,13 @@ static void check_model(const char *type, bool all_paths)
 
 Test(decode_multi, f32_bit_identical) { check_model("f32", false); }
 Test(decode_multi, default_q8_q4_every_kernel_path) { check_model("default", true); }
+// Steps of 5-8 rows predicted ahead even where the cache is too small for
+// it to pay (the prefetch then reads and evicts in the middle of steps).
+Test(decode_multi, predicted_ahead_in_small_caches)
+{
+    setenv("PETREL_PREFETCH_MULTI", "8:any", 1);
+    check_model("default", false);
+}
 
 Test(decode_multi, bad_arguments)
 {
