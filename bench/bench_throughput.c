@@ -12,11 +12,14 @@
 //   --decode N          one conversation decoding N tokens with petrel_decode
 //                       after its prompt, then --warm more times over the same
 //                       tokens (the prompt kept): a DECODE line each, with the
-//                       loop's CPU time per token and the cache's misses
+//                       loop's CPU time per token and the cache's misses;
+//   --ab N              then N pairs of passes with the prefetch on / off
+//                       (every expert cached: off = resident decode's path):
+//                       DECODE_AB line with their medians
 // The token ids are synthetic and deterministic: the figures are speed only.
 //
 // usage: bench_throughput -m MODEL [--ram SIZE] [-t N] [--preload] [--pp N] [--agg LIST]
-//                         [--gen N] [--decode N] [--warm N] [--batch N] [--stats]
+//                         [--gen N] [--decode N] [--warm N] [--ab N] [--batch N] [--stats]
 // (--batch: the prefill chunk size; by default Petrel's, chosen from the RAM budget)
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,6 +162,48 @@ static double cpu_seconds(void)
            1e-6 * (double)ru.ru_stime.tv_usec;
 }
 
+// One pass of n greedy tokens from the end of the kept prompt (first = the
+// prompt's argmax): a DECODE line labelled tag; *tok_s, *cpu_s its speed and
+// CPU seconds per token.
+static int decode_pass(petrel_context *c, petrel_token first, int n, const char *tag, double *tok_s, double *cpu_s)
+{
+    const int nv = petrel_model_n_vocab(c->model);
+    petrel_kv_truncate(c, PROMPT);
+    petrel_token t = first;
+    petrel_reset_stats(c);
+    const double t0 = pt_now(), u0 = cpu_seconds();
+    for (int i = 0; i < n; i++) {
+        if (petrel_decode(c, &t, NULL, 1, PETREL_LOGITS_LAST) < 0)
+            return fprintf(stderr, "decode: %s\n", petrel_context_error(c)), -1;
+        t = (petrel_token)argmax(petrel_get_logits(c, 0), nv);
+    }
+    const double dt = pt_now() - t0, du = cpu_seconds() - u0;
+    petrel_stats s;
+    petrel_get_stats(c, &s);
+    *tok_s = n / dt;
+    *cpu_s = du / n;
+    printf("DECODE %s tokens=%d tok_s=%.3f cpu_s_per_token=%.4f bytes_per_token=%.0f hit_rate=%.4f misses=%llu "
+           "prefetch_reads=%llu prefetch_wasted_bytes=%llu io_wait_s=%.2f cache_bytes=%llu last_token=%d\n",
+           tag, n, *tok_s, *cpu_s, (double)s.bytes_read / n,
+           s.expert_hits + s.expert_misses ? (double)s.expert_hits / (double)(s.expert_hits + s.expert_misses) : 0.0,
+           (unsigned long long)s.expert_misses, (unsigned long long)s.prefetch_reads,
+           (unsigned long long)s.prefetch_wasted_bytes, s.t_io_wait_s, (unsigned long long)s.expert_cache_bytes, t);
+    fflush(stdout);
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 // One conversation decoding n tokens, warm+1 times over the same tokens.
 // The 16-token prompt is prefilled once: later runs keep its KV entries and
 // decode again from its end, so a warm run's expert working set is the n
@@ -168,7 +213,12 @@ static double cpu_seconds(void)
 // the line gives the CPU time of the loop (every thread, user + system):
 // with every expert a hit it is the loop's compute alone, whatever the
 // machine's load does to the wall clock.
-static int run_decode(petrel_context *c, int n, int warm)
+// Then ab pairs of passes with the lookahead prefetch on and off in turn
+// (on off, off on, ...: drift cancels): with every expert cached, "off" is
+// resident decode's code path exactly (nothing is read), in the same
+// process and minutes, so the DECODE_AB line's medians compare the
+// streaming loop with resident decode under the same load.
+static int run_decode(petrel_context *c, int n, int warm, int ab)
 {
     const int nv = petrel_model_n_vocab(c->model);
     petrel_kv_truncate(c, 0);
@@ -178,27 +228,37 @@ static int run_decode(petrel_context *c, int n, int warm)
     if (petrel_decode(c, p, NULL, PROMPT, PETREL_LOGITS_LAST) < 0)
         return fprintf(stderr, "decode: %s\n", petrel_context_error(c)), -1;
     const petrel_token first = (petrel_token)argmax(petrel_get_logits(c, PROMPT - 1), nv);
+    double ts, cs;
     for (int r = 0; r <= warm; r++) {
-        petrel_kv_truncate(c, PROMPT);
-        petrel_token t = first;
-        petrel_reset_stats(c);
-        const double t0 = pt_now(), u0 = cpu_seconds();
-        for (int i = 0; i < n; i++) {
-            if (petrel_decode(c, &t, NULL, 1, PETREL_LOGITS_LAST) < 0)
-                return fprintf(stderr, "decode: %s\n", petrel_context_error(c)), -1;
-            t = (petrel_token)argmax(petrel_get_logits(c, 0), nv);
+        char tag[32];
+        snprintf(tag, sizeof tag, "run=%d", r);
+        if (decode_pass(c, first, n, tag, &ts, &cs) < 0)
+            return -1;
+    }
+    if (ab > 0) {
+        pt_stream *st = c->stream;
+        const bool was = st->prefetch;
+        double *v = malloc(sizeof(double) * 4 * (size_t)ab); // tok_s on, off, cpu on, off
+        for (int i = 0; i < 2 * ab; i++) {
+            const bool on = (i % 2) == ((i / 2) % 2); // on off off on on off ...
+            st->prefetch = was && on;
+            if (decode_pass(c, first, n, on ? "ab=on" : "ab=off", &ts, &cs) < 0) {
+                st->prefetch = was;
+                free(v);
+                return -1;
+            }
+            const int j = i / 2;
+            v[(on ? 0 : 1) * ab + j] = ts;
+            v[(on ? 2 : 3) * ab + j] = cs;
         }
-        const double dt = pt_now() - t0, du = cpu_seconds() - u0;
-        petrel_stats s;
-        petrel_get_stats(c, &s);
-        printf("DECODE run=%d tokens=%d tok_s=%.3f cpu_s_per_token=%.4f bytes_per_token=%.0f hit_rate=%.4f misses=%llu "
-               "prefetch_reads=%llu prefetch_wasted_bytes=%llu io_wait_s=%.2f cache_bytes=%llu last_token=%d\n",
-               r, n, n / dt, du / n, (double)s.bytes_read / n,
-               s.expert_hits + s.expert_misses ? (double)s.expert_hits / (double)(s.expert_hits + s.expert_misses)
-                                               : 0.0,
-               (unsigned long long)s.expert_misses, (unsigned long long)s.prefetch_reads,
-               (unsigned long long)s.prefetch_wasted_bytes, s.t_io_wait_s, (unsigned long long)s.expert_cache_bytes, t);
+        st->prefetch = was;
+        const double ton = median(v, ab), toff = median(v + ab, ab), con = median(v + 2 * ab, ab),
+                     coff = median(v + 3 * ab, ab);
+        printf("DECODE_AB pairs=%d tok_s_on=%.3f tok_s_off=%.3f tok_s_ratio=%.3f cpu_s_on=%.4f cpu_s_off=%.4f "
+               "cpu_ratio=%.3f\n",
+               ab, ton, toff, toff > 0 ? ton / toff : 0.0, con, coff, con > 0 ? coff / con : 0.0);
         fflush(stdout);
+        free(v);
     }
     petrel_kv_truncate(c, 0);
     return 0;
@@ -209,7 +269,7 @@ int main(int argc, char **argv)
     petrel_model_params mp = petrel_model_default_params();
     mp.no_usage = true; // runs do not feed each other through the usage file
     const char *model = NULL, *agg = NULL;
-    int pp = 0, gen = 64, dec = 0, warm = 0, do_preload = 0, stats = 0, n_batch = 0;
+    int pp = 0, gen = 64, dec = 0, warm = 0, ab = 0, do_preload = 0, stats = 0, n_batch = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m") && v)
@@ -230,13 +290,15 @@ int main(int argc, char **argv)
             dec = atoi(argv[++i]);
         else if (!strcmp(a, "--warm") && v)
             warm = atoi(argv[++i]);
+        else if (!strcmp(a, "--ab") && v)
+            ab = atoi(argv[++i]);
         else if (!strcmp(a, "--batch") && v)
             n_batch = atoi(argv[++i]);
         else if (!strcmp(a, "--stats"))
             stats = 1;
         else {
             fprintf(stderr, "usage: bench_throughput -m MODEL [--ram SIZE] [-t N] [--preload] [--pp N] [--agg LIST] "
-                            "[--gen N] [--decode N] [--warm N] [--batch N] [--stats]\n");
+                            "[--gen N] [--decode N] [--warm N] [--ab N] [--batch N] [--stats]\n");
             return 2;
         }
     }
@@ -270,7 +332,7 @@ int main(int argc, char **argv)
         p = p ? p + 1 : NULL;
     }
     if (rc == 0 && dec > 0)
-        rc = run_decode(c, dec, warm);
+        rc = run_decode(c, dec, warm, ab);
     if (stats)
         petrel_print_stats(c, stderr);
     petrel_context_free(c);
