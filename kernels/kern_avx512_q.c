@@ -109,25 +109,28 @@ static TGTI __m256i start(bool q8, __m256i x)
 }
 
 // The fp16 scales of blocks 0..g-1 from wb (block stride bs) as 8 f32
-// (zero beyond g). Full groups by word permutes within the group's bytes.
+// (zero beyond g). Full groups: the eight fp16 words inserted into one xmm,
+// widened by F16C; ymm / xmm instructions only. The earlier gather of the
+// words by one or two zmm vpermt2w is cheaper on its own (4 vs 7 cycles per
+// group in a loop of nothing else), but inside the products it made the
+// whole Q4_0 / Q8_0 GEMV ~1.5x slower on Intel (Emerald Rapids; measured
+// A/B, docs/kernels.md). That fits Intel cores closing port 1's vector ALU
+// while 512-bit uops are in flight: the loop's ymm work then shares ports 0
+// and 5 only. On Zen 4 it cost nothing.
 static TGTI __m256 dw8(bool q8, const uint8_t *wb, int g)
 {
-    if (g == 8 && !q8) {
-        const __m512i a = _mm512_loadu_si512(wb), b = _mm512_loadu_si512(wb + 64);
-        static const uint16_t i4[32] = {0, 9, 18, 27, 36, 45, 54, 63};
-        const __m512i idx = _mm512_loadu_si512(i4);
-        return _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi16(a, idx, b)));
-    }
-    if (g == 8) {
-        static const uint16_t i8[32] = {0, 17, 34, 51, 0, 17, 34, 51};
-        const __m512i idx = _mm512_loadu_si512(i8);
-        const __m512i a0 = _mm512_loadu_si512(wb), a1 = _mm512_loadu_si512(wb + 64);
-        const __m512i b0 = _mm512_loadu_si512(wb + 136), b1 = _mm512_loadu_si512(wb + 200);
-        const __m128i lo = _mm512_castsi512_si128(_mm512_permutex2var_epi16(a0, idx, a1));
-        const __m128i hi = _mm512_castsi512_si128(_mm512_permutex2var_epi16(b0, idx, b1));
-        return _mm256_cvtph_ps(_mm_blend_epi32(lo, hi, 0xC));
-    }
     const size_t bs = q8 ? 34 : 18;
+    if (g == 8) {
+        __m128i h = _mm_cvtsi32_si128(ld16(wb));
+        h = _mm_insert_epi16(h, ld16(wb + bs), 1);
+        h = _mm_insert_epi16(h, ld16(wb + 2 * bs), 2);
+        h = _mm_insert_epi16(h, ld16(wb + 3 * bs), 3);
+        h = _mm_insert_epi16(h, ld16(wb + 4 * bs), 4);
+        h = _mm_insert_epi16(h, ld16(wb + 5 * bs), 5);
+        h = _mm_insert_epi16(h, ld16(wb + 6 * bs), 6);
+        h = _mm_insert_epi16(h, ld16(wb + 7 * bs), 7);
+        return _mm256_cvtph_ps(h);
+    }
     uint16_t h[8] = {0};
     for (int k = 0; k < g; k++)
         h[k] = ld16(wb + k * bs);
