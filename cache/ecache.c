@@ -48,6 +48,12 @@ typedef struct layer_cache {
     int n_cur;
     bool prev_small;        // the step before had at most 2 * n_used experts (counted in trans)
     bool released;          // an expert of this layer was released since its last demand
+    // Prefetch confidence (pt_ecache_prefetch): the margins of the
+    // predictions made for the layer's next step and for the step in
+    // progress (NAN: not predicted), and per margin bin how many
+    // predictions were made and how many of them were then used.
+    float *pend, *pcur;     // (n_expert,)
+    uint32_t cal_n[PT_EC_PF_BINS], cal_u[PT_EC_PF_BINS];
     double decay;           // log2 of the decay per use: -1 / (halflife * n_used)
     pt_ecache_layer_stats st;
 } layer_cache;
@@ -62,6 +68,9 @@ struct pt_ecache {
     bool decayed;           // uses count with an exponential decay (cfg halflife > 0)
     bool next_aware;        // eviction weighs the transitions from this step's experts
     int last_demand;        // layer of the last demand request (-1: none yet)
+    float pf_min;           // prefetch admission: the least estimated chance of use read
+    float pf_victim;        // ... and at least this times the victim's (when one must leave)
+    float pf_pred;          // weight of a resident's prediction for the next step in its eviction rank
     int n_used;             // experts per token (cfg n_used, at least 1)
     uint64_t budget;        // LRU slot bytes allowed (budget mode)
     uint64_t lru_bytes;     // LRU slot bytes allocated
@@ -80,6 +89,9 @@ struct pt_ecache {
     int n_free, cap_free;
     uint64_t heap_bytes;      // slot memory taken from the heap (arena full or fragmented)
 };
+
+static int pf_bin(float m);
+static double pf_chance(const layer_cache *L, float m);
 
 // Faults every page of [p, p + n) in, the threads sharing the work.
 static void prefault(unsigned char *p, uint64_t n)
@@ -259,6 +271,9 @@ pt_ecache *pt_ecache_new(const pt_ecache_cfg *cfg, pt_err *err)
     c->decayed = !cfg->lru_only && cfg->halflife > 0;
     c->next_aware = c->decayed && !cfg->no_next;
     c->last_demand = -1;
+    c->pf_min = PT_EC_PF_MIN;
+    c->pf_victim = PT_EC_PF_VICTIM;
+    c->pf_pred = PT_EC_PF_PRED;
     c->n_used = cfg->n_used > 0 ? cfg->n_used : 1;
     c->budget = cfg->budget_bytes;
     c->layers = calloc((size_t)cfg->n_layers, sizeof *c->layers);
@@ -297,14 +312,23 @@ pt_ecache *pt_ecache_new(const pt_ecache_cfg *cfg, pt_err *err)
         L->stamp = calloc((size_t)L->src.n_expert, sizeof(uint64_t));
         if (!L->slots || !L->where || !L->is_hot || !L->freq || !L->score || !L->stamp)
             goto oom;
+        {
+            const size_t ne = (size_t)L->src.n_expert;
+            L->cur = calloc(ne, 1);
+            L->cur_list = calloc(ne, sizeof(int));
+            L->pend = malloc(sizeof(float) * ne);
+            L->pcur = malloc(sizeof(float) * ne);
+            if (!L->cur || !L->cur_list || !L->pend || !L->pcur)
+                goto oom;
+            for (size_t x = 0; x < ne; x++)
+                L->pend[x] = L->pcur[x] = NAN;
+        }
         if (c->next_aware) {
             const size_t ne = (size_t)L->src.n_expert;
             L->trans = calloc(ne * ne, sizeof(float));
             L->from = calloc(ne, sizeof(float));
-            L->cur = calloc(ne, 1);
             L->prev = calloc(ne, 1);
-            L->cur_list = calloc(ne, sizeof(int));
-            if (!L->trans || !L->from || !L->cur || !L->prev || !L->cur_list)
+            if (!L->trans || !L->from || !L->prev)
                 goto oom;
         }
         if (c->decayed) {
@@ -394,6 +418,8 @@ void pt_ecache_free(pt_ecache *c)
         free(L->cur);
         free(L->prev);
         free(L->cur_list);
+        free(L->pend);
+        free(L->pcur);
     }
     free(c->layers);
     free(c->path);
@@ -443,6 +469,31 @@ static double next_chance(const layer_cache *L, int x, int n_used)
     return p;
 }
 
+// The chance that the resident of slot s is used by the layer's next step,
+// as next-aware eviction estimates it: the mean over the experts of the
+// step before of P(s's expert | that expert); an expert held but not used
+// yet after a prefetch is taken at its prediction's chance when higher.
+static double pf_victim_chance(const pt_ecache *c, const layer_cache *L, const slot *s)
+{
+    double v = L->n_cur > 0 ? next_chance(L, s->expert, c->n_used) / (double)L->n_cur : 0;
+    if (!isnan(L->pend[s->expert])) {
+        const double q = pf_chance(L, L->pend[s->expert]);
+        v = q > v ? q : v;
+    }
+    return v;
+}
+
+// A resident predicted for the layer's next step (pt_ecache_prefetch, before
+// that step): its prediction's chance of use, in next_chance's units (a sum
+// over the n_cur experts of the step before), times pf_pred; else 0. So
+// that the reads of weaker predictions do not evict stronger ones.
+static double pred_bonus(const pt_ecache *c, const layer_cache *L, int x)
+{
+    if (c->pf_pred <= 0 || isnan(L->pend[x]))
+        return 0;
+    return c->pf_pred * pf_chance(L, L->pend[x]) * (double)(L->n_cur > 0 ? L->n_cur : 1);
+}
+
 // Whether slot a is a better victim than slot b: the least used expert
 // (routing heat), the least recently used among equals; plain LRU in
 // lru_only mode. A prefetched expert not used yet counts as used once less.
@@ -453,9 +504,9 @@ static double next_chance(const layer_cache *L, int x, int n_used)
 static bool worse(const pt_ecache *c, const layer_cache *L, const slot *a, const slot *b)
 {
     if (c->next_aware && L->n_cur <= 2 * c->n_used) { // (not for prefill-sized batches: cost, noise)
-        const double sa = next_chance(L, a->expert, c->n_used) +
+        const double sa = next_chance(L, a->expert, c->n_used) + pred_bonus(c, L, a->expert) +
                           NEXT_USE_WEIGHT * (score_now(L, a->expert) + !a->prefetched),
-                     sb = next_chance(L, b->expert, c->n_used) +
+                     sb = next_chance(L, b->expert, c->n_used) + pred_bonus(c, L, b->expert) +
                           NEXT_USE_WEIGHT * (score_now(L, b->expert) + !b->prefetched);
         if (sa != sb)
             return sa < sb;
@@ -622,30 +673,70 @@ static int start_read(pt_ecache *c, int il, int e, int si, pt_err *err)
     return 0;
 }
 
+static int pf_bin(float m)
+{
+    const float b = floorf((m - PT_EC_PF_LO) / PT_EC_PF_W);
+    return b < 0 ? 0 : b >= PT_EC_PF_BINS - 1 ? PT_EC_PF_BINS - 1 : (int)b;
+}
+
+// Opens layer L's next step: the finished step's transitions from the one
+// before are counted (next-aware eviction), the predictions made for it
+// are scored against its experts (prefetch confidence), and those made
+// since for the step now opening become the step in progress's.
+static void open_step(pt_ecache *c, layer_cache *L)
+{
+    const size_t ne = (size_t)L->src.n_expert;
+    // (a batch's union says little about one token's experts)
+    const bool small = L->n_cur <= 2 * c->n_used;
+    if (c->next_aware) {
+        const bool fold = small && L->prev_small;
+        for (size_t x = 0; x < ne && fold; x++)
+            if (L->prev[x]) {
+                L->from[x] += 1;
+                for (size_t y = 0; y < ne; y++)
+                    L->trans[x * ne + y] += L->cur[y];
+            }
+        memcpy(L->prev, L->cur, ne);
+    }
+    L->prev_small = small;
+    for (size_t x = 0; x < ne; x++) {
+        if (!isnan(L->pcur[x]) && L->n_cur > 0) {
+            const int b = pf_bin(L->pcur[x]);
+            if (L->cal_n[b] >= PT_EC_PF_WINDOW) { // (halved: recent predictions weigh more)
+                L->cal_n[b] /= 2;
+                L->cal_u[b] /= 2;
+            }
+            L->cal_n[b]++;
+            L->cal_u[b] += L->cur[x];
+        }
+        L->pcur[x] = L->pend[x];
+        L->pend[x] = NAN;
+    }
+    memset(L->cur, 0, ne);
+    L->n_cur = 0;
+}
+
+// The estimated chance that a prediction of margin m is used by its step:
+// the share used of this layer's earlier predictions in m's bin, from a
+// prior of PT_EC_PF_PRIOR predictions at 1/2 (m >= 0: among the router's
+// choice) or 1/4 (m < 0).
+static double pf_chance(const layer_cache *L, float m)
+{
+    const int b = pf_bin(m);
+    const double p0 = m >= 0 ? 0.5 : 0.25;
+    return ((double)L->cal_u[b] + PT_EC_PF_PRIOR * p0) / ((double)L->cal_n[b] + PT_EC_PF_PRIOR);
+}
+
 int pt_ecache_request(pt_ecache *c, int il, int e, int kind, pt_err *err)
 {
     assert(il >= 0 && il < c->n_layers);
     layer_cache *L = &c->layers[il];
     assert(e >= 0 && e < L->src.n_expert);
-    if (kind == PT_EC_DEMAND && c->next_aware) {
+    if (kind == PT_EC_DEMAND) {
         // A demand after another layer's, or after a release in this layer,
-        // opens this layer's next step: the finished step's transitions
-        // from the one before are counted.
-        if (c->last_demand != il || L->released) {
-            const size_t ne = (size_t)L->src.n_expert;
-            // (a batch's union says little about one token's experts)
-            const bool small = L->n_cur <= 2 * c->n_used, fold = small && L->prev_small;
-            L->prev_small = small;
-            for (size_t x = 0; x < ne && fold; x++)
-                if (L->prev[x]) {
-                    L->from[x] += 1;
-                    for (size_t y = 0; y < ne; y++)
-                        L->trans[x * ne + y] += L->cur[y];
-                }
-            memcpy(L->prev, L->cur, ne);
-            memset(L->cur, 0, ne);
-            L->n_cur = 0;
-        }
+        // opens this layer's next step.
+        if (c->last_demand != il || L->released)
+            open_step(c, L);
         c->last_demand = il;
         L->released = false;
         if (!L->cur[e]) {
@@ -693,6 +784,34 @@ int pt_ecache_request(pt_ecache *c, int il, int e, int kind, pt_err *err)
     if (kind == PT_EC_PREFETCH)
         L->st.prefetch_reads++;
     return PT_EC_LOADING;
+}
+
+int pt_ecache_prefetch(pt_ecache *c, int il, int e, float margin, pt_err *err)
+{
+    assert(il >= 0 && il < c->n_layers);
+    layer_cache *L = &c->layers[il];
+    assert(e >= 0 && e < L->src.n_expert && !isnan(margin));
+    if (isnan(L->pend[e]) || margin > L->pend[e])
+        L->pend[e] = margin;
+    if (L->where[e] >= 0)
+        return pt_ecache_request(c, il, e, PT_EC_PREFETCH, err);
+    const double p = pf_chance(L, margin);
+    if (p < c->pf_min)
+        return PT_EC_SKIPPED;
+    const bool room = c->slot_mode ? L->n_lru < L->quota : c->lru_bytes + L->slot_bytes <= c->budget;
+    if (!room && c->next_aware && c->pf_victim > 0) {
+        const int si = lru_slot(c, L);
+        if (si >= 0 && p < c->pf_victim * pf_victim_chance(c, L, &L->slots[si]))
+            return PT_EC_SKIPPED;
+    }
+    return pt_ecache_request(c, il, e, PT_EC_PREFETCH, err);
+}
+
+void pt_ecache_set_prefetch_bar(pt_ecache *c, float min_chance, float victim_factor, float pred_weight)
+{
+    c->pf_min = min_chance;
+    c->pf_victim = victim_factor;
+    c->pf_pred = pred_weight;
 }
 
 void pt_ecache_pin(pt_ecache *c, int il, int e, const void *w[3])

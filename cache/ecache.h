@@ -107,6 +107,24 @@ enum {
     PT_EC_NOROOM = 2,  // absent, and no slot can be freed now
 };
 enum { PT_EC_DEMAND = 0, PT_EC_PREFETCH = 1, PT_EC_RETRY = 2 };
+enum { PT_EC_SKIPPED = 3 }; // pt_ecache_prefetch: not worth reading
+
+// Prefetch confidence (pt_ecache_prefetch): margins are binned from
+// PT_EC_PF_LO in steps of PT_EC_PF_W (the ends open); a bin's counts are
+// halved when they reach PT_EC_PF_WINDOW; the prior weighs PT_EC_PF_PRIOR
+// predictions. Default bar: PT_EC_PF_MIN, PT_EC_PF_VICTIM; a resident's
+// prediction weighs PT_EC_PF_PRED in its eviction rank (see ecache.c).
+// Chosen on bench/trace-replay.sh --trained (docs/benchmarks.md): a floor of
+// 1/4 cuts what is rarely used and costs nothing there; the victim bar at 1
+// and the prediction weight at 1 gained 1-2 points each at every capacity.
+#define PT_EC_PF_BINS 20
+#define PT_EC_PF_LO (-0.45f)
+#define PT_EC_PF_W 0.05f
+#define PT_EC_PF_WINDOW 4096u
+#define PT_EC_PF_PRIOR 4.0
+#define PT_EC_PF_MIN 0.25f
+#define PT_EC_PF_VICTIM 1.0f
+#define PT_EC_PF_PRED 1.0f
 
 // The engine's half-life of expert uses, in tokens (engine/stream.c; the
 // cache-policy replay bench/bench_trace.c uses the same).
@@ -125,6 +143,29 @@ void pt_ecache_free(pt_ecache *c);
 // evicts within the layer and never counts a use). Returns PT_EC_READY /
 // LOADING / NOROOM, or -1 + err when a read cannot be queued.
 int pt_ecache_request(pt_ecache *c, int il, int e, int kind, pt_err *err);
+// The lookahead prefetch with a confidence cut: records expert e as
+// predicted for layer il's next step with the router's margin (its
+// selection score minus the midpoint between the n_used-th and the next
+// best score: > 0 when the prediction selects it; several predictions of
+// one expert before the step keep the highest), and reads it (as
+// PT_EC_PREFETCH) only when its chance of being used, estimated from this
+// layer's earlier predictions of about that margin (counted when their step
+// is over), is at least the bar: min_chance, and when a resident would
+// have to leave for it, victim_factor times that resident's chance of use
+// by the next step (next-aware eviction's estimate). Returns READY /
+// LOADING (resident, or its read started), PT_EC_SKIPPED, NOROOM, or -1.
+int pt_ecache_prefetch(pt_ecache *c, int il, int e, float margin, pt_err *err);
+// The margin pt_ecache_prefetch takes for the k-th best of a token's
+// experts: sorted holds the token's selection scores best first (at least
+// n_used + 1 of them; -inf for experts a group limit drops).
+static inline float pt_ecache_margin(const float *sorted, int n_used, int k)
+{
+    const float lo = sorted[n_used], hi = sorted[n_used - 1];
+    const float mid = lo > -3.0e38f ? 0.5f * (hi + lo) : hi;
+    return sorted[k] > -3.0e38f ? sorted[k] - mid : -1.0e30f;
+}
+// Sets the bar of pt_ecache_prefetch (defaults PT_EC_PF_MIN, PT_EC_PF_VICTIM).
+void pt_ecache_set_prefetch_bar(pt_ecache *c, float min_chance, float victim_factor, float pred_weight);
 // Pins a READY expert (not evictable until released) and sets w[0..2] to its
 // gate/up/down slices.
 void pt_ecache_pin(pt_ecache *c, int il, int e, const void *w[3]);

@@ -236,3 +236,45 @@ Test(cache, next_aware_eviction_learns_transitions)
     cr_assert(aware >= 12 && aware <= 15, "next-aware: %d hits of 30 (15 at most: a miss before every hit)", aware);
     fx_close(&f);
 }
+
+// The confidence cut (pt_ecache_prefetch): each step predicts a "good"
+// expert far above the router's boundary (margin +0.4), which the step then
+// uses, and a "bad" one below it (-0.3), which it never uses. A bin's
+// chance is (used + 4 x prior) / (made + 4), prior 1/4 below the boundary:
+// 0.25 before any outcome (read: the bar is 1/4), 1/5 once one bad
+// prediction has been scored (at the open of the step after its own), so
+// from the third step on no bad prediction starts a read, while every good
+// one is read or already resident.
+Test(cache, prefetch_confidence_cut_learns_from_outcomes)
+{
+    fx f;
+    fx_open(&f, PT_IO_BUFFERED);
+    pt_err err;
+    pt_ecache_cfg cfg = {.reader = f.rd, .path = f.path, .n_layers = 2, .layers = f.src,
+                         .slots_per_layer = 2, .halflife = 32, .n_used = 1};
+    pt_ecache *c = pt_ecache_new(&cfg, &err);
+    cr_assert(c, "%s", err.msg);
+    int bad_reads = 0, bad_skipped = 0;
+    for (int t = 0; t < 12; t++) {
+        const int good = t % 2, bad = 2 + t % 2;
+        const bool had = pt_ecache_is_ready(c, 0, bad) || pt_ecache_is_loading(c, 0, bad);
+        int rg = pt_ecache_prefetch(c, 0, good, 0.4f, &err);
+        int rb = pt_ecache_prefetch(c, 0, bad, -0.3f, &err);
+        cr_assert(rg == PT_EC_READY || rg == PT_EC_LOADING, "step %d: good prediction not read (%d)", t, rg);
+        cr_assert(rb >= 0, "%s", err.msg);
+        if (!had && rb == PT_EC_LOADING) {
+            bad_reads++;
+            cr_assert(t < 2, "step %d: a bad prediction was read after its bin had an outcome", t);
+        }
+        bad_skipped += rb == PT_EC_SKIPPED;
+        int il, e;
+        while (pt_ecache_wait(c, &il, &e, &err) > 0) {
+        }
+        const uint64_t hp = pt_ecache_lstats(c, 0)->hits_prefetch;
+        get(c, &f, 0, good);
+        cr_assert_eq(pt_ecache_lstats(c, 0)->hits_prefetch, hp + (rg == PT_EC_LOADING), "step %d", t);
+    }
+    cr_assert(bad_reads >= 1 && bad_skipped >= 5, "bad: %d read, %d skipped", bad_reads, bad_skipped);
+    pt_ecache_free(c);
+    fx_close(&f);
+}
