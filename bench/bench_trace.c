@@ -66,6 +66,9 @@ typedef struct step {
     char kind;          // 'A' actual, 'P' prediction
     int n;
     int32_t ids[16];
+    int nq;             // 'P' steps of traces with 'Q' lines: the best experts by
+    int32_t qids[16];   // selection score, best first, and those scores
+    float q[16];
 } step;
 
 typedef struct trace {
@@ -73,6 +76,7 @@ typedef struct trace {
     uint64_t slot_bytes;
     bool best_first;    // 'P' lines list each token's predictions best first
     int prefetch_top;   // predictions per token the engine read (0: unknown, all)
+    bool has_q;         // 'P' steps carry their 'Q' line (the router's scores)
     step *s;            // (n,) in file order
     int n, cap;
 } trace;
@@ -93,6 +97,8 @@ static int load(const char *path, trace *t)
     }
     t->slot_bytes = sb;
     char line[1024];
+    step q = {0}; // the last 'Q' line, for the 'P' line of its layer and position that follows
+    q.layer = -1;
     if (fgets(line, sizeof line, f)) { // (the rest of the header line)
         t->best_first = strstr(line, "p_order best_first") != NULL;
         const char *pt = strstr(line, "prefetch_top ");
@@ -101,6 +107,23 @@ static int load(const char *path, trace *t)
     while (fgets(line, sizeof line, f)) {
         step st = {0};
         char *p = line;
+        if (line[0] == 'Q') {
+            memset(&q, 0, sizeof q);
+            q.layer = (int)strtol(p + 1, &p, 10);
+            q.pos = (int)strtol(p, &p, 10);
+            char *end;
+            while (q.nq < 16) {
+                long v = strtol(p, &end, 10);
+                if (end == p)
+                    break;
+                float sc = strtof(end, &p);
+                if (p == end || v < 0 || v >= t->n_expert)
+                    break;
+                q.qids[q.nq] = (int32_t)v;
+                q.q[q.nq++] = sc;
+            }
+            continue;
+        }
         if (line[0] != 'A' && line[0] != 'P')
             continue;
         st.kind = line[0];
@@ -124,6 +147,13 @@ static int load(const char *path, trace *t)
             fclose(f);
             return -1;
         }
+        if (st.kind == 'P' && q.layer == st.layer && q.pos == st.pos && q.nq > st.n) {
+            st.nq = q.nq;
+            memcpy(st.qids, q.qids, sizeof q.qids);
+            memcpy(st.q, q.q, sizeof q.q);
+            t->has_q = true;
+        }
+        q.layer = -1;
         if (t->n == t->cap) {
             t->cap = t->cap ? 2 * t->cap : 1024;
             t->s = realloc(t->s, sizeof *t->s * (size_t)t->cap);
@@ -401,6 +431,21 @@ static double run_belady(const trace *t, int cap)
     return uses ? (double)hits / (double)uses : 0;
 }
 
+static int pf_cands = -1;                 // --pf-cands: candidates per token by score (-1: all the
+                                          // router's top-k, as the engine offers them when the disk
+                                          // keeps up, which the replay models; 0: the reads of traces
+                                          // without 'Q' lines, prefetch_top ascending)
+static float pf_min = PT_EC_PF_MIN, pf_victim = PT_EC_PF_VICTIM, pf_pred = PT_EC_PF_PRED; // --pf-min, --pf-victim, --pf-pred
+
+// Candidates per token of the confidence-cut prefetch (0: the old reads).
+static int cands_of(const trace *t)
+{
+    if (!t->has_q || pf_cands == 0)
+        return 0;
+    const int n = pf_cands < 0 ? t->n_used : pf_cands;
+    return n > 16 ? 16 : n;
+}
+
 // Belady-step with the engine's prefetch candidates: the same 'P' lines
 // (the prefetch_top best, as petrel_prefetch reads) may be admitted before
 // their layer's step, and a use is a hit when its expert is resident then,
@@ -415,6 +460,7 @@ static double run_belady_pf(const trace *t, int cap, uint64_t *reads)
 {
     const size_t ne = (size_t)t->n_expert, nb = (size_t)t->n_blocks;
     uint64_t *next = malloc(sizeof(uint64_t) * 16 * (size_t)t->n); // next 'A' use after entry i
+    uint64_t *qnext = malloc(sizeof(uint64_t) * 16 * (size_t)t->n); // ... of each 'Q' candidate
     uint64_t *seen = malloc(sizeof(uint64_t) * nb * ne);
     for (size_t x = 0; x < nb * ne; x++)
         seen[x] = UINT64_MAX;
@@ -422,6 +468,8 @@ static double run_belady_pf(const trace *t, int cap, uint64_t *reads)
         const step *st = &t->s[i];
         for (int k = 0; k < st->n; k++)
             next[(size_t)i * 16 + k] = seen[(size_t)st->layer * ne + st->ids[k]];
+        for (int k = 0; k < st->nq; k++)
+            qnext[(size_t)i * 16 + k] = seen[(size_t)st->layer * ne + st->qids[k]];
         if (st->kind == 'A')
             for (int k = 0; k < st->n; k++)
                 seen[(size_t)st->layer * ne + st->ids[k]] = (uint64_t)i;
@@ -436,10 +484,11 @@ static double run_belady_pf(const trace *t, int cap, uint64_t *reads)
         const size_t base = (size_t)st->layer * ne;
         const bool counted = st->pos >= count_from;
         if (st->kind == 'P') {
-            const int top = t->best_first && t->prefetch_top > 0 && t->prefetch_top < st->n ? t->prefetch_top : st->n;
+            const int nc = cands_of(t) < st->nq ? cands_of(t) : st->nq;
+            const int top = nc > 0 ? nc : t->best_first && t->prefetch_top > 0 && t->prefetch_top < st->n ? t->prefetch_top : st->n;
             for (int k = 0; k < top && cap > 0; k++) {
-                const int e = st->ids[k];
-                const uint64_t n_e = next[(size_t)i * 16 + k];
+                const int e = nc > 0 ? st->qids[k] : st->ids[k];
+                const uint64_t n_e = nc > 0 ? qnext[(size_t)i * 16 + k] : next[(size_t)i * 16 + k];
                 if (in[base + e] || n_e == UINT64_MAX)
                     continue;
                 if (n_in[st->layer] >= cap) {
@@ -488,6 +537,7 @@ static double run_belady_pf(const trace *t, int cap, uint64_t *reads)
         }
     }
     free(next);
+    free(qnext);
     free(seen);
     free(nu);
     free(in);
@@ -610,6 +660,23 @@ static int petrel_step(pt_ecache *ec, const step *st, pt_err *err)
 // the cache has no room.
 static int petrel_prefetch(pt_ecache *ec, const trace *t, const step *st, pt_err *err)
 {
+    const int nc = cands_of(t);
+    if (nc > 0 && st->nq > t->n_used) {
+        // engine/stream_prefetch.c: best first, each with its margin, at
+        // most the layer's share of new reads
+        int budget = pt_ecache_slots(ec, st->layer);
+        for (int k = 0; k < nc && k < st->nq && budget > 0; k++) {
+            const int x = st->qids[k];
+            const bool had = pt_ecache_is_ready(ec, st->layer, x) || pt_ecache_is_loading(ec, st->layer, x);
+            int r = pt_ecache_prefetch(ec, st->layer, x, pt_ecache_margin(st->q, t->n_used, k), err);
+            if (r < 0)
+                return -1;
+            if (r == PT_EC_NOROOM)
+                break;
+            budget -= !had && r == PT_EC_LOADING;
+        }
+        return drain(ec, err);
+    }
     uint8_t want[1024] = {0};
     const int top = t->best_first && t->prefetch_top > 0 && t->prefetch_top < st->n ? t->prefetch_top : st->n;
     for (int k = 0; k < top; k++)
@@ -676,6 +743,8 @@ static int run_petrel(const trace *t, const uint8_t *used_layer, long slots, con
                              .budget_bytes = budget, .hot = hot, .n_hot = n_hot, .heat = heat,
                              .heat_stride = t->n_expert, .halflife = halflife, .n_used = t->n_used};
         ec = pt_ecache_new(&cfg, &err);
+        if (ec)
+            pt_ecache_set_prefetch_bar(ec, pf_min, pf_victim, pf_pred);
     }
     o->n_hot = n_hot;
     rc = ec ? 0 : -1;
@@ -829,6 +898,14 @@ int main(int argc, char **argv)
             halflife = atof(argv[++i]);
         else if (!strcmp(argv[i], "--pin-frac") && i + 1 < argc)
             pin_frac = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--pf-cands") && i + 1 < argc)
+            pf_cands = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--pf-min") && i + 1 < argc)
+            pf_min = (float)atof(argv[++i]);
+        else if (!strcmp(argv[i], "--pf-victim") && i + 1 < argc)
+            pf_victim = (float)atof(argv[++i]);
+        else if (!strcmp(argv[i], "--pf-pred") && i + 1 < argc)
+            pf_pred = (float)atof(argv[++i]);
         else if (!path && argv[i][0] != '-')
             path = argv[i];
         else {

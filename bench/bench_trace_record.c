@@ -12,6 +12,8 @@
 //   --max-tokens N  record at most N tokens
 //   --threads N  compute threads (default 1: the routing is the same with any
 //                count, and one thread is fastest for a small model on a busy machine)
+//   --ram-budget B  Petrel's RAM budget in bytes (default: from MemAvailable; the
+//                routing is the same under any budget, e.g. bench16 under 3 GiB)
 // Prints one line: tokens=<n> windows=<n> seconds=<s>.
 #include <ctype.h>
 #include <stdio.h>
@@ -67,6 +69,7 @@ int main(int argc, char **argv)
 {
     const char *pos_args[3];
     int n_pos = 0, ctx = 0, skip = 0, max_tokens = 0, threads = 1;
+    unsigned long long ram_budget = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ctx") && i + 1 < argc)
             ctx = atoi(argv[++i]);
@@ -76,13 +79,15 @@ int main(int argc, char **argv)
             max_tokens = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--ram-budget") && i + 1 < argc)
+            ram_budget = strtoull(argv[++i], NULL, 10);
         else if (argv[i][0] != '-' && n_pos < 3)
             pos_args[n_pos++] = argv[i];
         else
             n_pos = 99;
     }
     if (n_pos != 3) {
-        fprintf(stderr, "usage: bench_trace_record MODEL.gguf IDS TRACE [--ctx N] [--skip N] [--max-tokens N] [--threads N]\n");
+        fprintf(stderr, "usage: bench_trace_record MODEL.gguf IDS TRACE [--ctx N] [--skip N] [--max-tokens N] [--threads N] [--ram-budget B]\n");
         return 2;
     }
     int n_ids;
@@ -99,6 +104,7 @@ int main(int argc, char **argv)
     char err[1024];
     petrel_model_params mp = petrel_model_default_params();
     mp.n_threads = threads;
+    mp.ram_budget = ram_budget;
     mp.no_usage = true; // (the heat of this run must not leak into later ones)
     petrel_model *m = petrel_model_open(pos_args[0], &mp, err, sizeof err);
     if (!m) {

@@ -4,6 +4,10 @@
 // ffn_norm) predicts il+1's experts; reads start for the predicted experts
 // that are not resident while block il's experts compute. Recall
 // (predicted ∩ actual / actual) is recorded per block.
+#include <assert.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,14 +51,40 @@ static bool predict_step(const petrel_context *c, int il, int B)
     return multi_any || pt_ecache_slots(c->ecache, il) >= need;
 }
 
+// Trace line 'Q' (bench/bench_trace.c): the n_used + 4 (at most 16) best
+// experts of token b's prediction for block nx, best first, with their
+// selection scores (biased; groups that the group limit drops score -inf),
+// so that a replay can judge cuts on the router's confidence. Written
+// before the block's 'P' line; a reader that knows only 'A' and 'P' skips it.
+static void trace_scores(petrel_context *c, int nx, int b, const float *sel, int ne, int n_used)
+{
+    FILE *f = c->stream->trace;
+    uint8_t taken[1024] = {0};
+    assert(ne <= 1024);
+    const int nq = n_used + 4 < 16 ? n_used + 4 : 16;
+    fprintf(f, "Q %d %d", nx, c->s.pos[b]);
+    for (int k = 0; k < nq && k < ne; k++) {
+        int best = -1;
+        for (int x = 0; x < ne; x++)
+            if (!taken[x] && (best < 0 || sel[x] > sel[best]))
+                best = x;
+        taken[best] = 1;
+        fprintf(f, " %d %.9g", best, (double)sel[best]);
+    }
+    fputc('\n', f);
+}
+
 // Predicts block nx's experts from the residual stream s->x (normed with
-// nx's ffn_norm) into st->pids (the union in pred), and starts reads for
-// the absent ones among each token's prefetch_top best-scored predictions
-// (at most the block's share of slots, so that predictions do not evict
-// each other). The lower-ranked predictions are the likely misses: reading
-// them costs disk time (the bottleneck when streaming) and evicts experts
-// that are used, for little gain (bench16 at 3 GiB: top 5 of 8 read 15%
-// fewer bytes per token than all 8 and decoded 15% faster).
+// nx's ffn_norm) into st->pids (the union in pred), and offers the cache
+// (pt_ecache_prefetch) each token's `top` best-scored predictions with the
+// router's margin, the most confident first (an expert predicted for
+// several tokens of the batch with its highest margin); the cache reads
+// those whose estimated chance of use clears its bar (the confidence cut:
+// a prediction near the router's decision boundary is used less than half
+// the time on the trained model, one far above it four times in five), at
+// most the block's share of slots, so that predictions do not evict each
+// other. Reading a misprediction costs disk time (the bottleneck when
+// streaming) and evicts an expert that may be used.
 static void predict_block(petrel_context *c, int nx, int B, uint8_t *pred, int top)
 {
     pt_stream *st = c->stream;
@@ -65,45 +95,70 @@ static void predict_block(petrel_context *c, int nx, int B, uint8_t *pred, int t
         .n_expert = ne, .n_used = n_used, .n_group = (int)hp->n_group, .topk_group = (int)hp->topk_group,
         .gating = (int)hp->gating, .norm = hp->norm_topk, .scale = hp->routed_scale,
     };
+    assert(ne <= 1024 && n_used <= 64 && top <= n_used);
     for (int b = 0; b < B; b++)
         pt_rmsnorm(st->pxn + (size_t)b * n_embd, c->s.x + (size_t)b * n_embd, L->ffn_norm, n_embd, hp->rms_eps);
     pt_gemm(&L->gate_inp, st->pxn, B, st->plogits);
     memset(pred, 0, (size_t)st->n_expert_max);
     memset(st->pwant, 0, (size_t)st->n_expert_max);
     const float *sel = c->s.rscratch + ne; // pt_route leaves the selection scores there
+    float cm[1024];                        // (ne) highest margin of each candidate (pwant set)
+    int cand[1024], n_cand = 0;            // (ne) candidates, distinct
     for (int b = 0; b < B; b++) {
-        const int32_t *ids = st->pids + (size_t)b * n_used;
-        pt_route(&rc, st->plogits + (size_t)b * ne, L->exp_bias, st->pids + (size_t)b * n_used,
-                 st->pw + (size_t)b * n_used, c->s.rscratch);
+        int32_t *ids = st->pids + (size_t)b * n_used;
+        pt_route(&rc, st->plogits + (size_t)b * ne, L->exp_bias, ids, st->pw + (size_t)b * n_used, c->s.rscratch);
+        if (st->trace)
+            trace_scores(c, nx, b, sel, ne, n_used);
+        // The token's predictions best first (the trace lists them so too)
+        // and, after them, the best score left: the decision boundary.
+        int slot[64];
+        int32_t best[64];
+        float sorted[65];
+        pt_route_order(sel, ids, n_used, slot);
         for (int k = 0; k < n_used; k++) {
-            pred[ids[k]] = 1;
-            int above = 0; // predictions of this token ranked above this one
-            for (int j = 0; j < n_used; j++)
-                above += sel[ids[j]] > sel[ids[k]] || (sel[ids[j]] == sel[ids[k]] && ids[j] < ids[k]);
-            if (above < top)
-                st->pwant[ids[k]] = 1;
+            best[k] = ids[slot[k]];
+            sorted[k] = sel[best[k]];
+            pred[best[k]] = 1;
         }
-        // The trace lists each token's predictions best first (what
-        // prefetch_top reads is then a prefix; bench/bench_trace.c replays it).
-        if (st->trace && n_used <= 64) {
-            int slot[64];
-            int32_t best[64];
-            pt_route_order(sel, ids, n_used, slot);
+        sorted[n_used] = -INFINITY;
+        for (int x = 0; x < ne; x++) {
+            bool chosen = false;
             for (int k = 0; k < n_used; k++)
-                best[k] = ids[slot[k]];
-            memcpy(st->pids + (size_t)b * n_used, best, sizeof(int32_t) * (size_t)n_used);
+                chosen |= best[k] == x;
+            if (!chosen && sel[x] > sorted[n_used])
+                sorted[n_used] = sel[x];
         }
+        for (int k = 0; k < top; k++) {
+            const int x = best[k];
+            const float m = pt_ecache_margin(sorted, n_used, k);
+            if (!st->pwant[x]) {
+                st->pwant[x] = 1;
+                cm[x] = m;
+                cand[n_cand++] = x;
+            } else if (m > cm[x]) {
+                cm[x] = m;
+            }
+        }
+        if (st->trace)
+            memcpy(ids, best, sizeof(int32_t) * (size_t)n_used);
     }
     pt_stream_trace(c, 'P', nx, B, st->pids, n_used);
+    // Most confident first (lower id on a tie): the share may run out.
+    for (int i = 1; i < n_cand; i++)
+        for (int j = i; j > 0 && (cm[cand[j]] > cm[cand[j - 1]] || (cm[cand[j]] == cm[cand[j - 1]] && cand[j] < cand[j - 1])); j--) {
+            const int t = cand[j];
+            cand[j] = cand[j - 1];
+            cand[j - 1] = t;
+        }
     int budget = pt_ecache_slots(c->ecache, nx);
     pt_err e;
-    for (int x = 0; x < ne && budget > 0; x++) {
-        if (!st->pwant[x] || pt_ecache_is_ready(c->ecache, nx, x) || pt_ecache_is_loading(c->ecache, nx, x))
-            continue;
-        int r = pt_ecache_request(c->ecache, nx, x, PT_EC_PREFETCH, &e);
+    for (int i = 0; i < n_cand && budget > 0; i++) {
+        const int x = cand[i];
+        const bool had = pt_ecache_is_ready(c->ecache, nx, x) || pt_ecache_is_loading(c->ecache, nx, x);
+        int r = pt_ecache_prefetch(c->ecache, nx, x, cm[x], &e);
         if (r == PT_EC_NOROOM || r < 0)
             break;
-        budget--;
+        budget -= !had && r == PT_EC_LOADING;
     }
 }
 
@@ -113,6 +168,25 @@ void pt_stream_prefetch_next(petrel_context *c, int il, int B)
     const petrel_model *m = c->model;
     if (!st->prefetch || !predict_step(c, il, B))
         return;
+    // Each token's prefetch_top best predictions are offered to the cache;
+    // the rest of the router's top-k too when the disk has kept up (no read
+    // in flight but those of block il's own experts): the confidence cut
+    // then decides on them. A disk with a backlog is the bottleneck, and
+    // the lower-ranked predictions cost it time (bench16 streaming under
+    // 3 GiB, before the cut: all 8 read 0.56 GB/token against 0.48 for the
+    // best 5, 13% slower); a disk that keeps up loses nothing by them, and
+    // they are hits (the trained model's 4th prediction is used 44% of the
+    // time: +4-7 points of hit rate, bench/trace-replay.sh --trained).
+    // (Steps of several conversations keep prefetch_top: their room check
+    // counts on it.)
+    int top = st->prefetch_top;
+    if (top < (int)m->hp.n_expert_used && B <= PREFETCH_MAX_BATCH) {
+        int own = 0;
+        for (int x = 0; x < m->exp_src[il].n_expert; x++)
+            own += pt_ecache_is_loading(c->ecache, il, x);
+        if (pt_reader_inflight(st->reader) <= 3 * own)
+            top = (int)m->hp.n_expert_used;
+    }
     // Nearest block first: its reads are queued first and are the most
     // likely to be right. Only the nearest prediction counts for recall.
     for (int d = 1; d <= st->prefetch_depth; d++) {
@@ -123,10 +197,10 @@ void pt_stream_prefetch_next(petrel_context *c, int il, int B)
             continue;
         uint8_t *pred = st->pred + (size_t)nx * st->n_expert_max;
         if (d == 1) {
-            predict_block(c, nx, B, pred, st->prefetch_top);
+            predict_block(c, nx, B, pred, top);
             st->has_pred[nx] = true;
         } else {
-            predict_block(c, nx, B, st->pfar, st->prefetch_top);
+            predict_block(c, nx, B, st->pfar, top);
         }
     }
     // Fill (opt-in, PETREL_PREFETCH_FILL): when the disk is about to run
