@@ -28,10 +28,15 @@
 #      warm) against the resident speed on the same GEN6 tokens (also their
 #      second run): stream6_over_resident; and the same ratio in CPU time
 #      per token (every thread, user + system), which the machine's load
-#      disturbs far less than the wall clock: stream6_cpu_over_resident
+#      disturbs less than the wall clock (still +-10% at load 15 on 2
+#      cores: shared caches, the team's spinning): stream6_cpu_over_resident
 #      (resident CPU s/token over the 6 GiB run's; with every expert a hit
 #      it measures the streaming loop's compute overhead alone, where
-#      stream6_over_resident adds the I/O waits)
+#      stream6_over_resident adds the I/O waits); then AB6 interleaved pairs
+#      of passes with the prefetch on and off in the same 6 GiB process
+#      (every expert cached: off is resident decode's code path, nothing
+#      read), whose median ratio is stream6_ab_ratio: the same comparison
+#      under the same load, where the two processes above run minutes apart
 # The streams are driven through the C API (bench/bench_throughput.c) rather
 # than HTTP clients, so the figures are the engine's alone.
 #
@@ -40,7 +45,7 @@
 #     pp_capped_tok_s=… llama_pp_capped_tok_s=… pp_capped_ratio=… llama_pp_capped_status=…
 #     agg4_over_1_capped=… agg8_over_1_capped=… agg4_over_1_resident=…
 #     stream6_over_resident=…
-#     stream6_hit_rate=… stream6_cpu_over_resident=…
+#     stream6_hit_rate=… stream6_cpu_over_resident=… stream6_ab_ratio=…
 # Goals: pp_resident_ratio >= 1.2, pp_capped_ratio >= 3,
 # stream6_over_resident >= 0.9, agg4_bytes_frac_capped >= 0.8.
 #
@@ -52,7 +57,7 @@
 # the second pass's hit rate is printed as stream6_hit_rate; the 16-token prompt is prefilled once, as
 # re-prefilling it between the passes read its ~2,200 experts into the cache and the second pass
 # missed 13%), STREAMS ("1,4,8"), CAP_GIB (3), CAP_EXTRA_MIB (256),
-# THREADS (2), LLAMA_TIMEOUT (300), SKIP_LLAMA=1, SKIP_CAPPED=1, SKIP_RESIDENT=1,
+# AB6 (3), THREADS (2), LLAMA_TIMEOUT (300), SKIP_LLAMA=1, SKIP_CAPPED=1, SKIP_RESIDENT=1,
 # OMP_WAIT_POLICY (default passive), LLAMA_BIN, LLAMA_BIN_NOREPACK.
 # Needs root for drop_caches and cgroups (without, it says so and runs uncapped).
 set -euo pipefail
@@ -66,6 +71,7 @@ PP=${PP:-512}
 GEN=${GEN:-64}
 GEN_CAPPED=${GEN_CAPPED:-4}
 GEN6=${GEN6:-8}
+AB6=${AB6:-3}
 STREAMS=${STREAMS:-1,4,8}
 CAP_GIB=${CAP_GIB:-3}
 CAP_EXTRA_MIB=${CAP_EXTRA_MIB:-256}
@@ -125,9 +131,9 @@ llama_pp() {
         echo "failed na"
 }
 
-pp_res=na llama_res=na llama_res_st=na agg_res="" dec_res=na dec6=na cpu_res=na cpu6=na
+pp_res=na llama_res=na llama_res_st=na agg_res="" dec_res=na dec6=na cpu_res=na cpu6=na ab6=na
 if [ -z "${SKIP_RESIDENT:-}" ]; then
-    echo "-- resident: Petrel --preload (pp $PP, streams $STREAMS x $GEN tokens, decode $GEN)"
+    echo "-- resident: Petrel --preload (pp $PP, streams $STREAMS x $GEN tokens, decode $GEN6 twice after one prompt)"
     "$BT" -m "$MODEL" -t "$THREADS" --preload --pp "$PP" --agg "$STREAMS" --gen "$GEN" --decode "$GEN6" --warm 1 \
         >"$OUT/resident.out" 2>"$OUT/resident.err" || { tail -5 "$OUT/resident.err"; }
     cat "$OUT/resident.out"
@@ -135,12 +141,13 @@ if [ -z "${SKIP_RESIDENT:-}" ]; then
     dec_res=$(field tok_s "$(line_where "$OUT/resident.out" DECODE run=1)")
     cpu_res=$(field cpu_s_per_token "$(line_where "$OUT/resident.out" DECODE run=1)")
     echo "-- 6 GiB budget: Petrel --ram 6G, decode $GEN6 twice on the same tokens after one prompt (the second counts)"
-    "$BT" -m "$MODEL" -t "$THREADS" --ram 6G --decode "$GEN6" --warm 1 >"$OUT/stream6.out" 2>"$OUT/stream6.err" ||
+    "$BT" -m "$MODEL" -t "$THREADS" --ram 6G --decode "$GEN6" --warm 1 --ab "$AB6" >"$OUT/stream6.out" 2>"$OUT/stream6.err" ||
         tail -5 "$OUT/stream6.err"
     cat "$OUT/stream6.out"
     dec6=$(field tok_s "$(line_where "$OUT/stream6.out" DECODE run=1)")
     hit6=$(field hit_rate "$(line_where "$OUT/stream6.out" DECODE run=1)")
     cpu6=$(field cpu_s_per_token "$(line_where "$OUT/stream6.out" DECODE run=1)")
+    ab6=$(field tok_s_ratio "$(line "$OUT/stream6.out" DECODE_AB)")
     if [ -z "${SKIP_LLAMA:-}" ] && [ -x "$LLAMA_BIN/llama-bench" ]; then
         echo "-- resident: llama-bench -p $PP -n 0 -t $THREADS (mmap, page cache warmed first)"
         cat "$MODEL" >/dev/null
@@ -195,4 +202,4 @@ echo "RESULT pp_resident_tok_s=$pp_res llama_pp_resident_tok_s=$llama_res pp_res
      "llama_pp_capped_status=$llama_cap_st" \
      "agg4_over_1_capped=$(ratio "$a4c" "$a1c") agg8_over_1_capped=$(ratio "$a8c" "$a1c")" \
      "agg4_over_1_resident=$(ratio "$a4r" "$a1r") stream6_over_resident=$(ratio "$dec6" "$dec_res") stream6_hit_rate=${hit6:-na}" \
-     "stream6_cpu_over_resident=$(ratio "$cpu_res" "$cpu6")"
+     "stream6_cpu_over_resident=$(ratio "$cpu_res" "$cpu6") stream6_ab_ratio=${ab6:-na}"
