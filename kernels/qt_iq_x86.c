@@ -189,6 +189,14 @@ TGT float pt_vdot_iq4_xs_avx2(const void *w, const void *xq, int64_t n)
     return hsum8(vacc);
 }
 
+// The super-block i of the 4 activation rows of a vdot4, rows ldx bytes
+// apart (plain pointer arithmetic: inlines into every target).
+static inline void q8k_rows4(const void *xq, size_t ldx, int64_t i, const block_q8_K *y[4])
+{
+    for (int r = 0; r < 4; r++)
+        y[r] = (const block_q8_K *)((const char *)xq + r * ldx) + i;
+}
+
 // The per-super-block step of a vdot4 (one weight row x 4 activation rows):
 // accumulator r += (d_w * d_x[r]) * sum[r], the vdot's own f32 operations.
 static TGTI void acc4_scaled(__m256 vacc[4], const __m256i sum[4], float dw, const block_q8_K *const y[4])
@@ -213,8 +221,7 @@ TGT void pt_vdot4_iq4_xs_avx2(const void *w, const void *xq, size_t ldx, int64_t
         vacc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const block_q8_K *y[4];
-        for (int r = 0; r < 4; r++)
-            y[r] = (const block_q8_K *)((const char *)xq + r * ldx) + i;
+        q8k_rows4(xq, ldx, i, y);
         const __m256i ls = _mm256_broadcastsi128_si256(iq4xs_scales(&x[i]));
         __m256i sum[4];
         for (int r = 0; r < 4; r++)
@@ -429,8 +436,7 @@ TGT void pt_vdot4_iq2_xxs_avx2(const void *w, const void *xq, size_t ldx, int64_
         vacc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const block_q8_K *y[4];
-        for (int r = 0; r < 4; r++)
-            y[r] = (const block_q8_K *)((const char *)xq + r * ldx) + i;
+        q8k_rows4(xq, ldx, i, y);
         const xxs_side v = xxs_signs_scales(xxs_aux(x[i].qs));
         __m256i sum[4];
         for (int r = 0; r < 4; r++)
@@ -903,8 +909,7 @@ ATTR void NAME(const void *w, const void *xq, size_t ldx, int64_t n, float *out)
         vacc[r] = _mm256_setzero_ps(); \
     for (int64_t i = 0; i < n / QK_K; i++) { \
         const block_q8_K *y[4]; \
-        for (int r = 0; r < 4; r++) \
-            y[r] = (const block_q8_K *)((const char *)xq + r * ldx) + i; \
+        q8k_rows4(xq, ldx, i, y); \
         const __m512i ls = iq4xs_scales_w2(&x[i]); \
         __m512i acc[4]; \
         for (int r = 0; r < 4; r++) \
@@ -1123,8 +1128,7 @@ static TGT512V void iq2_xxs_vdot4_vbmi(const void *w, const void *xq, size_t ldx
         vacc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const block_q8_K *y[4];
-        for (int r = 0; r < 4; r++)
-            y[r] = (const block_q8_K *)((const char *)xq + r * ldx) + i;
+        q8k_rows4(xq, ldx, i, y);
         const __m512i raw = _mm512_loadu_si512((const void *)x[i].qs);
         const __m512i ls = xxs_signs_scales512(raw, &c, (uint64_t *)m);
         __m512i acc[4];
