@@ -371,6 +371,8 @@ TGT2 float pt_vdot_q6_k_avx2(const void *w, const void *xq, int64_t n)
 // maddubs then vpdpwssd (int16 pairs times the scale, added into int32)
 // replaces AVX2's maddubs + madd + add. The scale vector of each register
 // comes from one vpermw of the super-block's int16 scales.
+// These zmm kernels serve the 4-vector products (vdot4) and Q3_K / Q5_K;
+// the GEMV rows of Q2_K, Q4_K and Q6_K run on ymm (AVX-512VL, below).
 
 // Constant vectors as tables (loaded as memory operands; built in
 // registers they were rematerialised inside the loops).
@@ -473,20 +475,9 @@ TGT5I sb_sums q4k_sums_x_512(const q4k_w512 *u, const block_q8_K *x)
     return (sb_sums){fold512(s0, s1), _mm256_castsi128_si256(mprod)};
 }
 
-TGT5I sb_sums sums_q4_k_512(const pt_blk_q4_k *b, const block_q8_K *x)
-{
-    const q4k_w512 u = q4k_unpack_512(b);
-    return q4k_sums_x_512(&u, x);
-}
-
-TGT5 float pt_vdot_q4_k_avx512(const void *w, const void *xq, int64_t n)
-{
-    K_ROW_LOOP(pt_blk_q4_k, sums_q4_k_512, 2, dmin)
-}
-
 // One Q4_K row times 4 activation rows (xq + j * ldx): each output is
-// pt_vdot_q4_k_avx512's, bit for bit (the same integer sums and the same
-// f32 steps per activation row); the weights are unpacked once for the 4.
+// pt_vdot_q4_k_avx512's, bit for bit (the same exact integer sums and the
+// same f32 steps per activation row); the weights are unpacked once for the 4.
 TGT5 void pt_vdot4_q4_k_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out)
 {
     assert(n % QK_K == 0);
@@ -595,17 +586,6 @@ TGT5I sb_sums q2k_sums_x_512(const q2k_w512 *u, const block_q8_K *x)
     return (sb_sums){sums16_x_512(u->q, u->sc, x->qs), mprod};
 }
 
-TGT5I sb_sums sums_q2_k_512(const pt_blk_q2_k *b, const block_q8_K *x)
-{
-    const q2k_w512 u = q2k_unpack_512(b);
-    return q2k_sums_x_512(&u, x);
-}
-
-TGT5 float pt_vdot_q2_k_avx512(const void *w, const void *xq, int64_t n)
-{
-    K_ROW_LOOP(pt_blk_q2_k, sums_q2_k_512, 1, dmin)
-}
-
 // One Q2_K row times 4 activation rows (see pt_vdot4_q4_k_avx512).
 TGT5 void pt_vdot4_q2_k_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out)
 {
@@ -698,17 +678,6 @@ TGT5I sb_sums q6k_sums_x_512(const q6k_w512 *u, const block_q8_K *x)
                      _mm256_setzero_si256()};
 }
 
-TGT5I sb_sums sums_q6_k_512(const pt_blk_q6_k *b, const block_q8_K *x)
-{
-    const q6k_w512 u = q6k_unpack_512(b);
-    return q6k_sums_x_512(&u, x);
-}
-
-TGT5 float pt_vdot_q6_k_avx512(const void *w, const void *xq, int64_t n)
-{
-    K_ROW_LOOP(pt_blk_q6_k, sums_q6_k_512, 0, d)
-}
-
 // One Q6_K row times 4 activation rows (see pt_vdot4_q4_k_avx512).
 TGT5 void pt_vdot4_q6_k_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out)
 {
@@ -729,6 +698,114 @@ TGT5 void pt_vdot4_q6_k_avx512(const void *w, const void *xq, size_t ldx, int64_
     }
     for (int j = 0; j < 4; j++)
         out[j] = hsum8_ps(acc[j]);
+}
+
+// ---- AVX-512VL: the GEMV row kernels on ymm ----------------------------------
+//
+// One weight row times one activation row (vdot, what decode runs) on
+// 256-bit registers with AVX-512VL's ymm forms: the AVX2 kernels' layout,
+// with VNNI's vpdpwssd in place of madd + add (one uop instead of two;
+// exact, no saturation: the same int32 lane sums) and, for Q6_K, one
+// vpternlog per quant register. Why not the zmm kernels above: on Intel
+// cores (Emerald Rapids measured, docs/kernels.md) port 1's vector ALU is
+// closed while 512-bit uops are in flight, and these kernels are
+// throughput-bound on the vector ports, so three ports of ymm beat two of
+// zmm (in cache, 1 thread, Emerald Rapids: ns per super-block Q4_K
+// 8.2 -> 6.7, Q2_K 7.0 -> 6.0, Q6_K 7.5 -> 7.2; docs/kernels.md). The zmm kernels stay for
+// the 4-vector products (vdot4), where the weight unpacking is shared by
+// four activation rows.
+
+TGT5I __m256i dot_sc_vl(__m256i acc, __m256i q, const int8_t *x, __m256i sc)
+{
+    return _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)x)), sc);
+}
+
+// Q4_K (as sums_q4_k_avx2)
+TGT5I sb_sums sums_q4_k_vl(const pt_blk_q4_k *b, const block_q8_K *x)
+{
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    const __m256i sm = k4_scales16(b->scales);
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+    const __m128i bs2 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bs2);
+    const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    #pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m256i qb = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+        const __m256i ql = _mm256_and_si256(qb, m4);
+        const __m256i qh = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4);
+        s0 = dot_sc_vl(s0, ql, x->qs + 64 * c, bcast_sc(sc, 2 * c));
+        s1 = dot_sc_vl(s1, qh, x->qs + 64 * c + 32, bcast_sc(sc, 2 * c + 1));
+    }
+    return (sb_sums){_mm256_add_epi32(s0, s1), _mm256_castsi128_si256(mprod)};
+}
+
+TGT5 float pt_vdot_q4_k_avx512(const void *w, const void *xq, int64_t n)
+{
+    K_ROW_LOOP(pt_blk_q4_k, sums_q4_k_vl, 2, dmin)
+}
+
+// Q2_K (as sums_q2_k_avx2)
+TGT5I sb_sums sums_q2_k_vl(const pt_blk_q2_k *b, const block_q8_K *x)
+{
+    const __m256i m3 = _mm256_set1_epi8(3);
+    __m128i sc8;
+    const __m256i mprod = q2k_mins(b, x, &sc8);
+    const __m256i sc = evenodd16(sc8, false);
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    #pragma GCC unroll 4
+    for (int h = 0; h < 2; h++) {
+        const __m256i qb = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+        const int8_t *xh = x->qs + 128 * h;
+        const __m256i q0 = _mm256_and_si256(qb, m3);
+        const __m256i q1 = _mm256_and_si256(_mm256_srli_epi16(qb, 2), m3);
+        const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m3);
+        const __m256i q3 = _mm256_and_si256(_mm256_srli_epi16(qb, 6), m3);
+        s0 = dot_sc_vl(s0, q0, xh, bcast_sc(sc, 4 * h + 0));
+        s1 = dot_sc_vl(s1, q1, xh + 32, bcast_sc(sc, 4 * h + 1));
+        s0 = dot_sc_vl(s0, q2, xh + 64, bcast_sc(sc, 4 * h + 2));
+        s1 = dot_sc_vl(s1, q3, xh + 96, bcast_sc(sc, 4 * h + 3));
+    }
+    return (sb_sums){_mm256_add_epi32(s0, s1), mprod};
+}
+
+TGT5 float pt_vdot_q2_k_avx512(const void *w, const void *xq, int64_t n)
+{
+    K_ROW_LOOP(pt_blk_q2_k, sums_q2_k_vl, 1, dmin)
+}
+
+// Q6_K (as sums_q6_k_avx2): nibble | (high bits & 0x30) in one vpternlog
+// (0xF8: a | (b & c)).
+TGT5I sb_sums sums_q6_k_vl(const pt_blk_q6_k *b, const block_q8_K *x)
+{
+    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(0x30);
+    const __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
+    const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(s8), _mm256_loadu_si256((const __m256i *)x->bsums));
+    const __m256i sc = evenodd16(s8, true);
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    #pragma GCC unroll 4
+    for (int h = 0; h < 2; h++) {
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+        const __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        const int8_t *xh = x->qs + 128 * h;
+        const __m256i q0 = _mm256_ternarylogic_epi32(_mm256_and_si256(l0, m4), _mm256_slli_epi16(hb, 4), m3, 0xF8);
+        const __m256i q1 = _mm256_ternarylogic_epi32(_mm256_and_si256(l1, m4), _mm256_slli_epi16(hb, 2), m3, 0xF8);
+        const __m256i q2 = _mm256_ternarylogic_epi32(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), hb, m3, 0xF8);
+        const __m256i q3 = _mm256_ternarylogic_epi32(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                                     _mm256_srli_epi16(hb, 2), m3, 0xF8);
+        s0 = dot_sc_vl(s0, q0, xh, bcast_sc(sc, 4 * h + 0));
+        s1 = dot_sc_vl(s1, q1, xh + 32, bcast_sc(sc, 4 * h + 1));
+        s0 = dot_sc_vl(s0, q2, xh + 64, bcast_sc(sc, 4 * h + 2));
+        s1 = dot_sc_vl(s1, q3, xh + 96, bcast_sc(sc, 4 * h + 3));
+    }
+    return (sb_sums){_mm256_sub_epi32(_mm256_add_epi32(s0, s1), _mm256_slli_epi32(off, 5)), _mm256_setzero_si256()};
+}
+
+TGT5 float pt_vdot_q6_k_avx512(const void *w, const void *xq, int64_t n)
+{
+    K_ROW_LOOP(pt_blk_q6_k, sums_q6_k_vl, 0, d)
 }
 
 #endif
