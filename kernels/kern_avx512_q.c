@@ -29,10 +29,10 @@
 #define TGT __attribute__((target(KX_TGT)))
 #define TGTI __attribute__((target(KX_TGT), always_inline)) inline
 
-// Software prefetch distance in bytes ahead of the weight stream (0: none);
-// one prefetch per cache line of each row's group of 8 blocks.
+// Software prefetch distance in bytes ahead of each row's own progress (0:
+// none); one prefetch per 64-byte line of each row (see kq()).
 #ifndef KZ_PREFETCH
-#define KZ_PREFETCH 1024
+#define KZ_PREFETCH 2048
 #endif
 
 // ---- activation quantisation ------------------------------------------------
@@ -164,15 +164,20 @@ static TGTI void kq(bool q8, int R, int V, const uint8_t *w, size_t rb, const in
         for (int v = 0; v < V; v++)
             acc[r][v] = _mm256_setzero_ps();
     _Alignas(32) float dd[KQ_RMAX][KQ_VMAX][8];
+    // Prefetch KZ_PREFETCH bytes ahead in each row's own progress (the AVX2
+    // path's scheme, kern_x86_body.h): the R rows are consumed side by side,
+    // so position p + KZ_PREFETCH of a row lies k = (p + KZ_PREFETCH) / rb
+    // groups of R rows further on, at its own row's p + pfo with pfo =
+    // KZ_PREFETCH + k * (R - 1) * rb; k grows incrementally (wrap). A fixed
+    // distance past p would, for rows shorter than it, ask for lines of the
+    // group's own next row, already being read, and none of the next group.
+    size_t pfo = KZ_PREFETCH, wrap = rb; // wrap: where k next grows, + KZ_PREFETCH
     for (int64_t b0 = 0; b0 < nb; b0 += 8) {
         const int g = nb - b0 < 8 ? (int)(nb - b0) : 8;
         const __mmask8 m = (__mmask8)((1u << g) - 1);
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             const uint8_t *wg = w + r * rb + b0 * bs;
-            if (KZ_PREFETCH)
-                for (size_t o = 0; o < 8 * bs; o += 64)
-                    _mm_prefetch((const char *)wg + KZ_PREFETCH + o, _MM_HINT_T0);
             const __m256 dw = dw8(q8, wg, g);
 #pragma GCC unroll 4
             for (int v = 0; v < V; v++)
@@ -180,6 +185,12 @@ static TGTI void kq(bool q8, int R, int V, const uint8_t *w, size_t rb, const in
         }
         for (int k = 0; k < g; k++) {
             const int64_t b = b0 + k;
+            const size_t pos = (size_t)b * bs;
+            while (KZ_PREFETCH && pos + KZ_PREFETCH >= wrap) {
+                pfo += (size_t)(R - 1) * rb;
+                wrap += rb;
+            }
+            const bool pf = KZ_PREFETCH && (pos & 63) < bs; // once per 64-byte line
             __m256i x[KQ_VMAX], s0[KQ_VMAX];
 #pragma GCC unroll 4
             for (int v = 0; v < V; v++) {
@@ -188,6 +199,8 @@ static TGTI void kq(bool q8, int R, int V, const uint8_t *w, size_t rb, const in
             }
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
+                if (pf)
+                    _mm_prefetch((const char *)w + r * rb + pos + pfo, _MM_HINT_T0);
                 const __m256i u = wq_u(q8, w + r * rb + b * bs);
 #pragma GCC unroll 4
                 for (int v = 0; v < V; v++) {
