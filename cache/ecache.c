@@ -71,6 +71,8 @@ struct pt_ecache {
     float pf_min;           // prefetch admission: the least estimated chance of use read
     float pf_victim;        // ... and at least this times the victim's (when one must leave)
     float pf_pred;          // weight of a resident's prediction for the next step in its eviction rank
+    double cold;            // share of the recent demand uses (all layers, exponential weights over
+                            // ~PT_EC_PF_COLD_WINDOW) that needed a read: misses and prefetched experts
     int n_used;             // experts per token (cfg n_used, at least 1)
     uint64_t budget;        // LRU slot bytes allowed (budget mode)
     uint64_t lru_bytes;     // LRU slot bytes allocated
@@ -274,6 +276,7 @@ pt_ecache *pt_ecache_new(const pt_ecache_cfg *cfg, pt_err *err)
     c->pf_min = PT_EC_PF_MIN;
     c->pf_victim = PT_EC_PF_VICTIM;
     c->pf_pred = PT_EC_PF_PRED;
+    c->cold = 1; // (an empty cache: every use needs a read)
     c->n_used = cfg->n_used > 0 ? cfg->n_used : 1;
     c->budget = cfg->budget_bytes;
     c->layers = calloc((size_t)cfg->n_layers, sizeof *c->layers);
@@ -727,6 +730,33 @@ static double pf_chance(const layer_cache *L, float m)
     return ((double)L->cal_u[b] + PT_EC_PF_PRIOR * p0) / ((double)L->cal_n[b] + PT_EC_PF_PRIOR);
 }
 
+// Counts a demand use into the recent share of uses that needed a read
+// (cold: a miss, or an expert a prefetch brought in).
+static void note_use(pt_ecache *c, bool cold)
+{
+    c->cold += ((cold ? 1.0 : 0.0) - c->cold) / PT_EC_PF_COLD_WINDOW;
+}
+
+// The correction to a margin table's chance for a prediction of an absent
+// expert: 1 while at least PT_EC_PF_COLD of the recent uses needed a read,
+// falling in proportion below that. The tables pool predictions of resident
+// and absent experts; while the cache streams, absent predictions are used
+// about as the tables say. Once the cache holds the working set (the uses
+// are all hits on experts resident before they were predicted), the absent
+// predictions are the mispredictions, used by no step, and each read costs
+// I/O, CPU and a victim for nothing: bench16 at 6 GiB, the second pass over
+// 8 tokens, every use a hit, read 17 predicted experts (~60 MB) a token
+// before this check. Pooled over the layers, the share falls within a
+// token of the working set being held (bench16: 216 uses a token: 7 reads
+// in that pass, all in its first token). On the trained model's routing
+// (bench/trace-replay.sh --trained, 12.5-50% of the experts cached) the
+// share never fell below PT_EC_PF_COLD: the replay's figures are unchanged.
+static double cold_factor(const pt_ecache *c)
+{
+    const double f = c->cold / PT_EC_PF_COLD;
+    return f < 1 ? f : 1;
+}
+
 int pt_ecache_request(pt_ecache *c, int il, int e, int kind, pt_err *err)
 {
     assert(il >= 0 && il < c->n_layers);
@@ -756,6 +786,7 @@ int pt_ecache_request(pt_ecache *c, int il, int e, int kind, pt_err *err)
     if (si >= 0) {
         slot *s = &L->slots[si];
         if (kind == PT_EC_DEMAND) {
+            note_use(c, s->prefetched || s->state != S_READY);
             if (s->prefetched)
                 L->st.hits_prefetch++;
             else if (s->hot)
@@ -771,8 +802,10 @@ int pt_ecache_request(pt_ecache *c, int il, int e, int kind, pt_err *err)
         }
         return s->state == S_READY ? PT_EC_READY : PT_EC_LOADING;
     }
-    if (kind == PT_EC_DEMAND)
+    if (kind == PT_EC_DEMAND) {
+        note_use(c, true);
         L->st.misses++;
+    }
     si = find_slot(c, il, L->is_hot[e], kind == PT_EC_PREFETCH);
     if (si < 0)
         return PT_EC_NOROOM;
@@ -795,7 +828,7 @@ int pt_ecache_prefetch(pt_ecache *c, int il, int e, float margin, pt_err *err)
         L->pend[e] = margin;
     if (L->where[e] >= 0)
         return pt_ecache_request(c, il, e, PT_EC_PREFETCH, err);
-    const double p = pf_chance(L, margin);
+    const double p = pf_chance(L, margin) * cold_factor(c);
     if (p < c->pf_min)
         return PT_EC_SKIPPED;
     const bool room = c->slot_mode ? L->n_lru < L->quota : c->lru_bytes + L->slot_bytes <= c->budget;

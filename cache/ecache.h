@@ -125,6 +125,11 @@ enum { PT_EC_SKIPPED = 3 }; // pt_ecache_prefetch: not worth reading
 #define PT_EC_PF_MIN 0.25f
 #define PT_EC_PF_VICTIM 1.0f
 #define PT_EC_PF_PRED 1.0f
+// Below a share of PT_EC_PF_COLD of the recent demand uses needing a read (the last
+// ~PT_EC_PF_COLD_WINDOW uses of all layers), an absent expert's chance of use is
+// scaled down in proportion: the cache holds the working set (ecache.c, cold_factor).
+#define PT_EC_PF_COLD 0.1
+#define PT_EC_PF_COLD_WINDOW 32.0
 
 // The engine's half-life of expert uses, in tokens (engine/stream.c; the
 // cache-policy replay bench/bench_trace.c uses the same).
@@ -152,8 +157,11 @@ int pt_ecache_request(pt_ecache *c, int il, int e, int kind, pt_err *err);
 // layer's earlier predictions of about that margin (counted when their step
 // is over), is at least the bar: min_chance, and when a resident would
 // have to leave for it, victim_factor times that resident's chance of use
-// by the next step (next-aware eviction's estimate). Returns READY /
-// LOADING (resident, or its read started), PT_EC_SKIPPED, NOROOM, or -1.
+// by the next step (next-aware eviction's estimate). The chance is scaled
+// down while fewer than PT_EC_PF_COLD of the recent demand uses needed a
+// read: the cache then holds the working set and an absent expert is a
+// misprediction. Returns READY / LOADING (resident, or its read started),
+// PT_EC_SKIPPED, NOROOM, or -1.
 int pt_ecache_prefetch(pt_ecache *c, int il, int e, float margin, pt_err *err);
 // The margin pt_ecache_prefetch takes for the k-th best of a token's
 // experts: sorted holds the token's selection scores best first (at least

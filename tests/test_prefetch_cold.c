@@ -1,0 +1,130 @@
+// tests/test_prefetch_cold.c — the prefetch confidence cut's cold check
+// (cache/ecache.c, cold_factor): once the recent demand uses are all hits on
+// experts resident before they were predicted (the cache holds the working
+// set), a prediction of an absent expert is not read however confident, and
+// reads resume once uses need reads again. Against the margin tables alone,
+// which would read each of these predictions (their bin's chance is at
+// least its prior of 1/2 or 2/5, above the bar of 1/4).
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/ecache.h"
+#include "io/reader.h"
+#include "tests/testutil.h"
+
+#define NE 4
+#define SLICE 4096
+
+typedef struct fx {
+    char *dir, *path;
+    pt_reader *rd;
+    pt_ecache_layer_src src[2];
+} fx;
+
+// Two MoE layers of NE experts, slices of SLICE bytes of zeros.
+static void fx_open(fx *f)
+{
+    f->dir = tu_tmpdir("pfcold");
+    f->path = malloc(strlen(f->dir) + 16);
+    sprintf(f->path, "%s/m.bin", f->dir);
+    memset(f->src, 0, sizeof f->src);
+    uint64_t off = 0;
+    for (int l = 0; l < 2; l++) {
+        f->src[l].n_expert = NE;
+        for (int k = 0; k < 3; k++) {
+            f->src[l].off[k] = off;
+            f->src[l].bytes[k] = SLICE;
+            off += (uint64_t)SLICE * NE;
+        }
+    }
+    FILE *o = fopen(f->path, "wb");
+    cr_assert(o);
+    for (uint64_t i = 0; i < off; i++)
+        fputc(0, o);
+    fclose(o);
+    pt_err err;
+    pt_reader_cfg rc = {.path = f->path, .mode = PT_IO_BUFFERED};
+    f->rd = pt_reader_open(&rc, &err);
+    cr_assert(f->rd, "%s", err.msg);
+}
+
+static void fx_close(fx *f)
+{
+    pt_reader_close(f->rd);
+    tu_rmrf(f->dir);
+    free(f->dir);
+    free(f->path);
+}
+
+// One decode step of layer l using expert e: demand, wait, release.
+static void use(pt_ecache *c, int l, int e)
+{
+    const void *w[3];
+    pt_err err;
+    cr_assert_eq(pt_ecache_acquire(c, l, e, w, &err), 0, "%s", err.msg);
+    pt_ecache_release(c, l, e);
+}
+
+static void drain(pt_ecache *c)
+{
+    pt_err err;
+    int il, e;
+    while (pt_ecache_wait(c, &il, &e, &err) > 0) {
+    }
+}
+
+static bool resident(const pt_ecache *c, int l, int e) { return pt_ecache_is_ready(c, l, e) || pt_ecache_is_loading(c, l, e); }
+
+Test(prefetch_cold, no_reads_while_the_cache_holds_the_working_set)
+{
+    fx f;
+    fx_open(&f);
+    pt_err err;
+    // Two slots a layer; plain decayed counts (no next-aware victim bar:
+    // the cold check alone decides).
+    pt_ecache_cfg cfg = {.reader = f.rd, .path = f.path, .n_layers = 2, .layers = f.src,
+                         .slots_per_layer = 2, .halflife = 32, .n_used = 1, .no_next = true};
+    pt_ecache *c = pt_ecache_new(&cfg, &err);
+    cr_assert(c, "%s", err.msg);
+
+    // A fresh cache is cold: a confident prediction of an absent expert is read.
+    cr_assert_eq(pt_ecache_prefetch(c, 0, 2, 0.4f, &err), PT_EC_LOADING, "cold cache: prediction not read");
+    drain(c);
+    use(c, 0, 2); // (used: the bin of +0.4 learns a use)
+
+    // The working set {0, 1} of both layers, used for 100 steps: every use
+    // after the first is a hit on a resident expert.
+    for (int t = 0; t < 100; t++)
+        for (int l = 0; l < 2; l++)
+            use(c, l, t % 2);
+    const pt_ecache_layer_stats *s0 = pt_ecache_lstats(c, 0);
+    cr_assert_eq(s0->misses, 2, "layer 0: %llu misses (0 and 1 once; 2 was prefetched)", (unsigned long long)s0->misses);
+    cr_assert(!resident(c, 0, 3) && !resident(c, 1, 3));
+
+    // Confident predictions of absent experts are not read now.
+    for (int l = 0; l < 2; l++) {
+        const uint64_t reads = pt_ecache_lstats(c, l)->prefetch_reads;
+        cr_assert_eq(pt_ecache_prefetch(c, l, 3, 0.4f, &err), PT_EC_SKIPPED, "layer %d: all-hit: read", l);
+        cr_assert_eq(pt_ecache_lstats(c, l)->prefetch_reads, reads);
+        cr_assert(!resident(c, l, 3));
+    }
+    // A prediction of a resident expert still counts (no read needed).
+    cr_assert_eq(pt_ecache_prefetch(c, 0, 0, 0.4f, &err), PT_EC_READY);
+
+    // Layer 1 now misses on every step (4 experts through 2 slots): within
+    // a few such uses, layer 0's confident predictions are read again.
+    bool read_again = false;
+    for (int t = 0; t < 12 && !read_again; t++) {
+        use(c, 1, 2 + t % 2);
+        use(c, 1, t % 2);
+        const int r = pt_ecache_prefetch(c, 0, 3, 0.4f, &err);
+        cr_assert(r >= 0, "%s", err.msg);
+        read_again = r == PT_EC_LOADING;
+        drain(c);
+    }
+    cr_assert(read_again, "uses miss again, yet absent predictions stay unread");
+    pt_ecache_free(c);
+    fx_close(&f);
+}
