@@ -53,6 +53,40 @@ static void win_add(pt_spec_win *w, double x)
     w->est = sum / w->n;
 }
 
+// Adds a sample of the regime not in use (an exploration, or the first
+// step after a switch back), whose window holds samples an exploration
+// gap apart or more, so its oldest ones may be from another load. A
+// sample outside [est / PT_SPEC_SURPRISE, est * PT_SPEC_SURPRISE] is a
+// surprise (a band tighter than the clip: a false surprise costs one more
+// exploration, a missed one keeps a stale estimate for one more
+// exploration gap). In a stale window (from before the last switch) a
+// surprise replaces every sample, a sample inside the band confirms them.
+// Else a surprise calls for the next exploration soon (shift), and a
+// second on the same side means the level moved: the two replace the
+// window (its median would take 5 more explorations to follow).
+static void win_explore(pt_spec_win *w, double x)
+{
+    const int side = w->n == 0 ? 0 : x < w->est / PT_SPEC_SURPRISE ? -1 : x > w->est * PT_SPEC_SURPRISE ? 1 : 0;
+    if (w->stale) {
+        w->stale = false;
+        w->shift = 0;
+        if (side != 0)
+            w->n = w->next = 0;
+        win_add(w, x);
+        return;
+    }
+    if (side != 0 && side == w->shift) {
+        const double prev = w->v[(w->next + PT_SPEC_WIN - 1) % PT_SPEC_WIN];
+        w->n = w->next = 0;
+        win_add(w, prev);
+        win_add(w, x);
+        w->shift = 0;
+        return;
+    }
+    win_add(w, x);
+    w->shift = side;
+}
+
 double pt_spec_gain(double acc, double t_plain, double t_verify, double t_draft)
 {
     assert(t_plain > 0 && t_verify > 0 && t_draft >= 0);
@@ -73,10 +107,12 @@ void pt_spec_policy_init(pt_spec_policy *p, int mode, pt_spec_costs *costs)
     assert(mode == PETREL_SPEC_ADAPTIVE || mode == PETREL_SPEC_ALWAYS || mode == PETREL_SPEC_OFF);
     memset(p, 0, sizeof *p);
     p->mode = mode;
-    p->on = mode == PETREL_SPEC_ALWAYS;
     // Fixed modes measure into their own storage: what the context
     // remembers is what adaptive generations measured.
     p->k = mode == PETREL_SPEC_ADAPTIVE && costs ? costs : &p->own;
+    // An adaptive call starts in the regime the last one ended in: its
+    // estimates are of that regime (the other's was marked stale).
+    p->on = mode == PETREL_SPEC_ALWAYS || (mode == PETREL_SPEC_ADAPTIVE && p->k->on);
     // With costly drafts, the last call's acceptance, weighed down.
     if (!draft_cheap(p) && p->k->acc_n > 0) {
         double w = p->k->acc_n > PT_SPEC_CARRY ? PT_SPEC_CARRY / p->k->acc_n : 1.0;
@@ -95,6 +131,7 @@ void pt_spec_policy_done(pt_spec_policy *p)
     if (p->mode == PETREL_SPEC_ADAPTIVE) {
         p->k->acc_hit = p->acc_hit;
         p->k->acc_n = p->acc_n;
+        p->k->on = p->on;
     }
 }
 
@@ -136,11 +173,14 @@ static int explore_gap(double gain)
 
 // Steps between two explorations at this gain, with the backoff; the
 // shortest while the other regime's estimate rests on fewer than 3 samples
-// (the first ones may be spikes, and the clipping needs 3).
+// (the first ones may be spikes, and the clipping needs 3), on samples
+// from before the last regime switch, or on a last sample that disagreed.
 static int explore_gap_k(const pt_spec_policy *p)
 {
     const pt_spec_win *other = p->on ? &p->k->t_plain : &p->k->t_verify;
-    if (other->n < 3)
+    // Fewer than 3 samples, samples from before the last switch, or a
+    // surprising last one: look again soon.
+    if (other->n < 3 || other->stale || other->shift != 0)
         return PT_SPEC_EXPLORE_MIN;
     // A two-token step measured cheaper than a one-token step: one of the
     // estimates is stale (the load changed since) or spiked; look again soon.
@@ -186,12 +226,28 @@ static void decide(pt_spec_policy *p)
         p->n_switch++;
         p->since_plain = 0;
     }
-    // An exploration that changed nothing: the next one twice as late.
-    if (p->explored) {
-        p->explored = false;
-        int *b = &p->k->backoff;
-        *b = p->on != was_on ? 1 : *b < 1 ? 2 : *b * 2 > PT_SPEC_BACKOFF_MAX ? PT_SPEC_BACKOFF_MAX : *b * 2;
+    int *b = &p->k->backoff;
+    if (p->on != was_on && p->k->regime_steps >= PT_SPEC_EXPLORE_MIN) {
+        // The window of the regime just left holds its last samples,
+        // perhaps of a passing load burst that made it look worse, and is
+        // stale by the time it is needed again: its next sample, an
+        // exploration PT_SPEC_EXPLORE_MIN steps from now, replaces it
+        // unless it agrees. The backoff measured the other regime's
+        // stability: start over. (A regime left within a few steps of
+        // entering it was left on acceptance evidence, its window is mostly
+        // what it was before: neither.)
+        pt_spec_win *left = was_on ? &p->k->t_verify : &p->k->t_plain;
+        left->stale = true;
+        left->shift = 0;
+        *b = 1;
+    } else if (p->on == was_on && p->explored) {
+        // An exploration that changed nothing: the next one twice as late,
+        // unless its sample disagreed with the estimate (then soon).
+        const pt_spec_win *other = p->on ? &p->k->t_plain : &p->k->t_verify;
+        *b = other->shift != 0 ? 1 : *b < 1 ? 2 : *b * 2 > PT_SPEC_BACKOFF_MAX ? PT_SPEC_BACKOFF_MAX : *b * 2;
     }
+    p->explored = false;
+    p->k->regime_steps = p->on != was_on ? 0 : p->k->regime_steps + 1;
 }
 
 int pt_spec_next(pt_spec_policy *p)
@@ -214,9 +270,15 @@ int pt_spec_next(pt_spec_policy *p)
         }
         return PT_STEP_VERIFY;
     }
-    // Off: refresh the verification cost only when a 25% cheaper one
-    // could change the decision (a cache that warmed up, less load).
-    if (p->since_verify >= explore_gap_k(p) && (p->k->t_verify.n < 3 || gain_acc(p, acceptance_high(p), 0.75) > 0)) {
+    // Off: refresh the verification cost at the usual pace when a 25%
+    // cheaper one could change the decision (a cache that warmed up, less
+    // load) or the estimate is in doubt, else at the longest gap (the
+    // estimate may be from a load spike that has ended).
+    const pt_spec_win *tv = &p->k->t_verify;
+    int gap = explore_gap_k(p);
+    if (!(tv->n < 3 || tv->stale || tv->shift != 0 || gain_acc(p, acceptance_high(p), 0.75) > 0))
+        gap = PT_SPEC_EXPLORE_MAX;
+    if (p->since_verify >= gap) {
         p->n_explore++;
         p->explored = true;
         return PT_STEP_VERIFY;
@@ -229,7 +291,10 @@ void pt_spec_note_plain(pt_spec_policy *p, double dt, double bytes, double uses)
     pt_spec_costs *k = p->k;
     ewma(&k->b_plain, bytes, k->t_plain.n);
     ewma(&k->u_plain, uses, k->t_plain.n);
-    win_add(&k->t_plain, dt);
+    if ((p->explored && p->on) || k->t_plain.stale)
+        win_explore(&k->t_plain, dt);
+    else
+        win_add(&k->t_plain, dt);
     p->n_plain++;
     p->since_probe++;
     p->since_verify++;
@@ -241,7 +306,10 @@ void pt_spec_note_verify(pt_spec_policy *p, double dt, double bytes, double uses
     pt_spec_costs *k = p->k;
     ewma(&k->b_verify, bytes, k->t_verify.n);
     ewma(&k->u_verify, uses, k->t_verify.n);
-    win_add(&k->t_verify, dt);
+    if ((p->explored && !p->on) || k->t_verify.stale)
+        win_explore(&k->t_verify, dt);
+    else
+        win_add(&k->t_verify, dt);
     p->n_verify++;
     p->since_plain++;
     p->since_verify = 0;

@@ -27,7 +27,17 @@
 // whose expected loss is bounded: a step of the other kind every
 // |gain| / PT_SPEC_EXPLORE steps (so about PT_SPEC_EXPLORE of the time
 // whatever the gain), twice as rarely after each exploration that did not
-// change the regime (up to PT_SPEC_BACKOFF_MAX times); and acceptance
+// change the regime (up to PT_SPEC_BACKOFF_MAX times, never past
+// PT_SPEC_EXPLORE_MAX steps, and at that gap even when a cheaper step could
+// not change the decision). The estimate of the regime not in use would
+// otherwise be frozen at what it was when the policy left that regime (a
+// load spike then, say): on every switch the window of the regime just
+// left is marked stale, its next sample (an exploration
+// PT_SPEC_EXPLORE_MIN steps later) replaces it, and the backoff restarts;
+// an exploration sample off the estimate by more than PT_SPEC_SURPRISE
+// (either way) calls for the
+// next one PT_SPEC_EXPLORE_MIN steps later, and two in a row on the same
+// side replace the window (the load changed since). And acceptance
 // probes while off only when a higher acceptance (one standard error up)
 // could make speculation pay, at a pace where drafts take at most
 // PT_SPEC_PROBE_BUDGET of the time (every step for free drafts). When
@@ -61,6 +71,7 @@ enum {
 // Tuning constants (see the contract above; spec_policy.c says why).
 #define PT_SPEC_WIN 8              // samples per cost estimate
 #define PT_SPEC_CLIP 1.5
+#define PT_SPEC_SURPRISE 1.25      // an exploration sample this far off the estimate (either way) is a surprise
 #define PT_SPEC_WINDOW 32.0        // acceptance samples in the decayed window
 #define PT_SPEC_CARRY 8.0          // acceptance samples a call inherits from the last (costly drafts)
 #define PT_SPEC_PRIOR_VERIFY 1.5   // t_verify / t_plain assumed before one is measured
@@ -80,6 +91,8 @@ typedef struct pt_spec_win {
     double v[PT_SPEC_WIN]; // (n) samples, ring buffer
     int n, next;           // samples held; slot the next one goes to
     double est;            // the estimate (0 = no sample yet)
+    bool stale;            // measured before the last regime switch: the next sample replaces them unless it agrees
+    int shift;             // the last exploration sample fell below (-1) / above (+1) est's clip band, else 0
 } pt_spec_win;
 
 // What a context remembers between petrel_generate calls (zero = nothing).
@@ -89,6 +102,8 @@ typedef struct pt_spec_costs {
     double u_plain, u_verify;               // expert uses (distinct experts per batch) per step
     double acc_hit, acc_n;                  // last call's decayed acceptance counts
     int backoff;                            // exploration gap factor (1..PT_SPEC_BACKOFF_MAX; 0 = 1)
+    bool on;                                // the regime the last adaptive call ended in
+    int regime_steps;                       // decisions since that regime was entered
 } pt_spec_costs;
 
 typedef struct pt_spec_policy {

@@ -8,11 +8,15 @@
 //    on the same machine, in one long generation and in many short ones
 //    (the step costs carried in the context), and next to plain decoding
 //    where even acceptance 1 cannot pay;
+//  - a lasting load change on one kind of step (plain steps, or
+//    verifications): the policy takes the regime that pays during it and is
+//    back in the better one within a bounded number of tokens after it;
 //  - on the tiny fixture: greedy and sampled tokens are identical with
 //    speculation off, always and adaptive (MTP drafts and external drafts
 //    right with probability 0, 1/2, 1), and the MTP KV cache that the
 //    adaptive loop writes through its queue (engine/spec_mtp.h: KV-only rows)
 //    equals bit for bit the one that verifying every step writes.
+#include <assert.h>
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -64,6 +68,10 @@ typedef struct machine {
     double p;       // probability that a draft is right
     double spike;   // probability that a step is preempted (takes 5x longer)
     uint64_t seed;
+    // A lasting load change over tokens [from, to): plain steps cost
+    // plain_x times as much, verifications verify_x times (0: unchanged).
+    uint64_t from, to;
+    double plain_x, verify_x;
 } machine;
 
 // A uniform number in [0, 1) fixed by (stream, index): every policy sees
@@ -85,13 +93,18 @@ static double hu(uint64_t stream, uint64_t i)
 static double noisy(const machine *m, double t, uint64_t pos, int kind)
 {
     double x = t * (0.8 + 0.4 * hu(m->seed + (uint64_t)kind, pos));
+    const double lx = kind == 2 ? m->plain_x : kind == 1 ? m->verify_x : 0;
+    if (lx > 0 && pos >= m->from && pos < m->to)
+        x *= lx;
     return hu(m->seed + 7 + (uint64_t)kind, pos) < m->spike ? 5 * x : x;
 }
 
 // Simulated seconds over one generation of n tokens from token base on,
 // under a policy mode, with the step costs remembered in *costs (the
-// context's); *verifs counts the verifications made.
-static double simulate_call(int mode, const machine *m, int n, uint64_t base, pt_spec_costs *costs, int *verifs)
+// context's); *verifs counts the verifications made; on_at (NULL, or n
+// entries) gets the policy's regime at each token (true: verifying).
+static double simulate_call(int mode, const machine *m, int n, uint64_t base, pt_spec_costs *costs, int *verifs,
+                            bool *on_at)
 {
     pt_spec_policy pol;
     pt_spec_policy_init(&pol, mode, costs);
@@ -102,6 +115,8 @@ static double simulate_call(int mode, const machine *m, int n, uint64_t base, pt
         int kind = pt_spec_next(&pol);
         if (kind == PT_STEP_VERIFY && got + 1 >= n)
             kind = PT_STEP_PLAIN; // as engine/generate.c: one token still wanted
+        if (on_at)
+            on_at[got] = on_at[got + 1 < n ? got + 1 : got] = pol.on;
         bool hit = false;
         if (kind != PT_STEP_PLAIN) {
             double td = noisy(m, m->d, pos, 0) * 1e-3;
@@ -138,7 +153,7 @@ static double simulate(int mode, machine m, int n_calls, int n, int *verifs)
     double t = 0;
     *verifs = 0;
     for (int i = 0; i < n_calls; i++)
-        t += simulate_call(mode, &m, n, (uint64_t)i * (uint64_t)n, &costs, verifs);
+        t += simulate_call(mode, &m, n, (uint64_t)i * (uint64_t)n, &costs, verifs, NULL);
     return t / ((double)n_calls * n);
 }
 
@@ -204,6 +219,75 @@ Test(spec_policy, hopeless_costs_next_to_nothing)
     double ta = simulate(PETREL_SPEC_ADAPTIVE, m, 20, 64, &va);
     double tf = simulate(PETREL_SPEC_OFF, m, 20, 64, &vf);
     cr_expect(ta / tf - 1 < 0.01, "adaptive %.4f vs off %.4f ms/token", ta * 1e3, tf * 1e3);
+}
+
+// One generation of n tokens through a lasting load change that affects
+// one kind of step more than the other (a cache going cold under a
+// verification's union of experts, another process's memory traffic), so
+// that the better regime during [m.from, m.to) is the other one: the
+// policy must be in the better regime before the change, take the other
+// during it, and be back in the better one at most `bound` tokens after
+// it ends (and stay there but for rare flips on noise; explorations are
+// steps, not regime changes).
+// The costs measured during the change are stale afterwards, and an
+// estimate of the regime not in use is refreshed only by rare
+// explorations: they must not keep the wrong regime for long.
+static void load_change(machine m, bool on_before, int n, int bound, const char *what)
+{
+    assert(m.to + 100 < (uint64_t)n && m.from > 100);
+    bool *on_at = calloc((size_t)n, sizeof *on_at);
+    cr_assert(on_at);
+    pt_spec_costs costs;
+    memset(&costs, 0, sizeof costs);
+    int verifs = 0;
+    simulate_call(PETREL_SPEC_ADAPTIVE, &m, n, 0, &costs, &verifs, on_at);
+    cr_expect_eq(on_at[m.from - 1], on_before, "%s: not in the better regime before the change", what);
+    bool took_other = false;
+    for (uint64_t i = m.from; i < m.to; i++)
+        took_other |= on_at[i] != on_before;
+    cr_expect(took_other, "%s: never left its regime during the change (nothing tested)", what);
+    // Back: the first token after the change from which 100 in a row are
+    // in the better regime; later a noise-driven flip may still happen,
+    // but rarely.
+    int back = n, run = 0, wrong = 0;
+    for (int i = (int)m.to; i < n; i++) {
+        run = on_at[i] == on_before ? run + 1 : 0;
+        if (run == 100 && back == n)
+            back = i - 99;
+        if (i >= (int)m.to + bound)
+            wrong += on_at[i] != on_before;
+    }
+    const double wrong_share = (double)wrong / (n - (int)m.to - bound);
+    cr_expect(back < (int)m.to + bound, "%s: back in the better regime %d tokens after the change ended, bound %d",
+              what, back - (int)m.to, bound);
+    cr_expect(wrong_share <= 0.02, "%s: %.1f%% of the tokens in the worse regime from %d tokens after the change",
+              what, 100 * wrong_share, bound);
+    fprintf(stderr, "load change, %s: back in the better regime %d tokens after it ended; %.1f%% worse later\n",
+            what, back - (int)m.to, 100 * wrong_share);
+    free(on_at);
+}
+
+// Plain steps 1.8x dearer for 400 tokens: verifying pays during it (gain
+// +0.32), not before or after (-0.27); the plain-step estimate frozen at
+// 1.8x while verifying must not keep it verifying. (Under 2x: a
+// verification still looks dearer than a plain step, so nothing hints
+// that the estimate is stale.)
+Test(spec_policy, returns_after_plain_step_load_change)
+{
+    machine m = {.r = 1.95, .d = 0.1, .p = 0.5, .spike = 0.02, .seed = 4242, .from = 300, .to = 700,
+                 .plain_x = 1.8};
+    load_change(m, false, 3000, 400, "plain steps 1.8x");
+}
+
+// Verifications 3x dearer for 400 tokens: plain steps pay during it
+// (-0.56), not before or after (+0.25); the verification estimate frozen at 3x while
+// off (where a verification is re-timed only when a cheaper one could pay)
+// must not keep it off.
+Test(spec_policy, returns_after_verify_load_change)
+{
+    machine m = {.r = 1.3, .d = 0.1, .p = 0.75, .spike = 0.02, .seed = 4343, .from = 300, .to = 700,
+                 .verify_x = 3};
+    load_change(m, true, 3000, 400, "verifications 3x");
 }
 
 // ---- generation on the tiny fixture --------------------------------------------
