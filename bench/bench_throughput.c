@@ -16,10 +16,12 @@
 //   --ab N              then N pairs of passes with the prefetch on / off
 //                       (every expert cached: off = resident decode's path):
 //                       DECODE_AB line with their medians
+//   --cold-bar X        the prefetch cut's cold check (pt_ecache_set_cold_bar;
+//                       0: off, the cut as before 2026-12-02 17:00, for A/B)
 // The token ids are synthetic and deterministic: the figures are speed only.
 //
 // usage: bench_throughput -m MODEL [--ram SIZE] [-t N] [--preload] [--pp N] [--agg LIST]
-//                         [--gen N] [--decode N] [--warm N] [--ab N] [--batch N] [--stats]
+//                         [--gen N] [--decode N] [--warm N] [--ab N] [--batch N] [--stats] [--cold-bar X]
 // (--batch: the prefill chunk size; by default Petrel's, chosen from the RAM budget)
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,6 +272,7 @@ int main(int argc, char **argv)
     mp.no_usage = true; // runs do not feed each other through the usage file
     const char *model = NULL, *agg = NULL;
     int pp = 0, gen = 64, dec = 0, warm = 0, ab = 0, do_preload = 0, stats = 0, n_batch = 0;
+    double cold_bar = -1; // (-1: the cache's default)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m") && v)
@@ -296,9 +299,11 @@ int main(int argc, char **argv)
             n_batch = atoi(argv[++i]);
         else if (!strcmp(a, "--stats"))
             stats = 1;
+        else if (!strcmp(a, "--cold-bar") && v && atof(v) >= 0 && atof(v) <= 1)
+            cold_bar = atof(argv[++i]);
         else {
             fprintf(stderr, "usage: bench_throughput -m MODEL [--ram SIZE] [-t N] [--preload] [--pp N] [--agg LIST] "
-                            "[--gen N] [--decode N] [--warm N] [--ab N] [--batch N] [--stats]\n");
+                            "[--gen N] [--decode N] [--warm N] [--ab N] [--batch N] [--stats] [--cold-bar X]\n");
             return 2;
         }
     }
@@ -318,6 +323,8 @@ int main(int argc, char **argv)
     if (!c)
         return fprintf(stderr, "%s\n", err), 1;
     fprintf(stderr, "bench_throughput: %s loaded in %.1fs\n", model, pt_now() - t0);
+    if (cold_bar >= 0 && c->ecache)
+        pt_ecache_set_cold_bar(c->ecache, cold_bar);
     int rc = 0;
     if (do_preload) {
         const double t1 = pt_now();

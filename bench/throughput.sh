@@ -46,6 +46,8 @@
 #     agg4_over_1_capped=… agg8_over_1_capped=… agg4_over_1_resident=…
 #     stream6_over_resident=…
 #     stream6_hit_rate=… stream6_cpu_over_resident=… stream6_ab_ratio=…
+#     stream6_bytes_per_token=… stream6_prefetch_reads=… (the second pass's reads: with
+#     every use a hit, the prefetch cut's cold check leaves ~7 in its first token, was 138)
 # Goals: pp_resident_ratio >= 1.2, pp_capped_ratio >= 3,
 # stream6_over_resident >= 0.9, agg4_bytes_frac_capped >= 0.8.
 #
@@ -131,7 +133,7 @@ llama_pp() {
         echo "failed na"
 }
 
-pp_res=na llama_res=na llama_res_st=na agg_res="" dec_res=na dec6=na cpu_res=na cpu6=na ab6=na
+pp_res=na llama_res=na llama_res_st=na agg_res="" dec_res=na dec6=na cpu_res=na cpu6=na ab6=na bpt6=na pfr6=na
 if [ -z "${SKIP_RESIDENT:-}" ]; then
     echo "-- resident: Petrel --preload (pp $PP, streams $STREAMS x $GEN tokens, decode $GEN6 twice after one prompt)"
     "$BT" -m "$MODEL" -t "$THREADS" --preload --pp "$PP" --agg "$STREAMS" --gen "$GEN" --decode "$GEN6" --warm 1 \
@@ -147,6 +149,8 @@ if [ -z "${SKIP_RESIDENT:-}" ]; then
     dec6=$(field tok_s "$(line_where "$OUT/stream6.out" DECODE run=1)")
     hit6=$(field hit_rate "$(line_where "$OUT/stream6.out" DECODE run=1)")
     cpu6=$(field cpu_s_per_token "$(line_where "$OUT/stream6.out" DECODE run=1)")
+    bpt6=$(field bytes_per_token "$(line_where "$OUT/stream6.out" DECODE run=1)")
+    pfr6=$(field prefetch_reads "$(line_where "$OUT/stream6.out" DECODE run=1)")
     ab6=$(field tok_s_ratio "$(line "$OUT/stream6.out" DECODE_AB)")
     if [ -z "${SKIP_LLAMA:-}" ] && [ -x "$LLAMA_BIN/llama-bench" ]; then
         echo "-- resident: llama-bench -p $PP -n 0 -t $THREADS (mmap, page cache warmed first)"
@@ -195,11 +199,13 @@ b1c=$(agg "$OUT/capped-agg.out" 1 bytes_per_step) b4c=$(agg "$OUT/capped-agg.out
 allowed4=$(awk -v t="${a1c:-0}" -v b1="${b1c:-0}" -v b4="${b4c:-0}" 'BEGIN{ if (b4 + 0 > 0) printf "%.3f", 4 * t * b1 / b4; else print "na" }')
 echo "capped: 4 streams $a4c tok/s, their bytes allow $allowed4 tok/s (4 x $a1c tok/s x $b1c B/token / $b4c B/step):" \
      "agg4_bytes_frac_capped=$(ratio "$a4c" "$allowed4")"
-echo "resident decode $dec_res tok/s ($cpu_res CPU s/token), 6 GiB budget $dec6 tok/s ($cpu6 CPU s/token);" \
+echo "resident decode $dec_res tok/s ($cpu_res CPU s/token), 6 GiB budget $dec6 tok/s ($cpu6 CPU s/token," \
+     "${bpt6:-na} B read per token, ${pfr6:-na} prefetch reads in the second pass);" \
      "load at end $(cut -d' ' -f1 /proc/loadavg)"
 echo "RESULT pp_resident_tok_s=$pp_res llama_pp_resident_tok_s=$llama_res pp_resident_ratio=$(ratio "$pp_res" "$llama_res")" \
      "pp_capped_tok_s=$pp_cap llama_pp_capped_tok_s=$llama_cap pp_capped_ratio=$(pp_ratio "$pp_cap" "$llama_cap")" \
      "llama_pp_capped_status=$llama_cap_st" \
      "agg4_over_1_capped=$(ratio "$a4c" "$a1c") agg8_over_1_capped=$(ratio "$a8c" "$a1c")" \
      "agg4_over_1_resident=$(ratio "$a4r" "$a1r") stream6_over_resident=$(ratio "$dec6" "$dec_res") stream6_hit_rate=${hit6:-na}" \
-     "stream6_cpu_over_resident=$(ratio "$cpu_res" "$cpu6") stream6_ab_ratio=${ab6:-na}"
+     "stream6_cpu_over_resident=$(ratio "$cpu_res" "$cpu6") stream6_ab_ratio=${ab6:-na}" \
+     "stream6_bytes_per_token=${bpt6:-na} stream6_prefetch_reads=${pfr6:-na}"

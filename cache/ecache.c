@@ -71,6 +71,7 @@ struct pt_ecache {
     float pf_min;           // prefetch admission: the least estimated chance of use read
     float pf_victim;        // ... and at least this times the victim's (when one must leave)
     float pf_pred;          // weight of a resident's prediction for the next step in its eviction rank
+    double cold_bar;        // prefetch: below this share of cold uses, absent experts' chances shrink (0: off)
     double cold;            // share of the recent demand uses (all layers, exponential weights over
                             // ~PT_EC_PF_COLD_WINDOW) that needed a read: misses and prefetched experts
     int n_used;             // experts per token (cfg n_used, at least 1)
@@ -277,6 +278,7 @@ pt_ecache *pt_ecache_new(const pt_ecache_cfg *cfg, pt_err *err)
     c->pf_victim = PT_EC_PF_VICTIM;
     c->pf_pred = PT_EC_PF_PRED;
     c->cold = 1; // (an empty cache: every use needs a read)
+    c->cold_bar = PT_EC_PF_COLD;
     c->n_used = cfg->n_used > 0 ? cfg->n_used : 1;
     c->budget = cfg->budget_bytes;
     c->layers = calloc((size_t)cfg->n_layers, sizeof *c->layers);
@@ -738,7 +740,7 @@ static void note_use(pt_ecache *c, bool cold)
 }
 
 // The correction to a margin table's chance for a prediction of an absent
-// expert: 1 while at least PT_EC_PF_COLD of the recent uses needed a read,
+// expert: 1 while at least cold_bar (PT_EC_PF_COLD) of the recent uses needed a read,
 // falling in proportion below that. The tables pool predictions of resident
 // and absent experts; while the cache streams, absent predictions are used
 // about as the tables say. Once the cache holds the working set (the uses
@@ -753,8 +755,9 @@ static void note_use(pt_ecache *c, bool cold)
 // share never fell below PT_EC_PF_COLD: the replay's figures are unchanged.
 static double cold_factor(const pt_ecache *c)
 {
-    const double f = c->cold / PT_EC_PF_COLD;
-    return f < 1 ? f : 1;
+    if (c->cold_bar <= 0 || c->cold >= c->cold_bar)
+        return 1;
+    return c->cold / c->cold_bar;
 }
 
 int pt_ecache_request(pt_ecache *c, int il, int e, int kind, pt_err *err)
@@ -845,6 +848,12 @@ void pt_ecache_set_prefetch_bar(pt_ecache *c, float min_chance, float victim_fac
     c->pf_min = min_chance;
     c->pf_victim = victim_factor;
     c->pf_pred = pred_weight;
+}
+
+void pt_ecache_set_cold_bar(pt_ecache *c, double share)
+{
+    assert(share >= 0 && share <= 1);
+    c->cold_bar = share;
 }
 
 void pt_ecache_pin(pt_ecache *c, int il, int e, const void *w[3])
