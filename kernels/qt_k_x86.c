@@ -712,7 +712,7 @@ TGT5 void pt_vdot4_q6_k_avx512(const void *w, const void *xq, size_t ldx, int64_
 // closed while 512-bit uops are in flight, and these kernels are
 // throughput-bound on the vector ports, so three ports of ymm beat two of
 // zmm (in cache, 1 thread, Emerald Rapids: ns per super-block Q4_K
-// 8.2 -> 6.7, Q2_K 7.0 -> 6.0, Q6_K 7.5 -> 7.2; docs/kernels.md). The zmm kernels stay for
+// 8.4 -> 6.3, Q2_K 7.2 -> 5.4, Q6_K 7.7 -> 7.3; docs/kernels.md). The zmm kernels stay for
 // the 4-vector products (vdot4), where the weight unpacking is shared by
 // four activation rows.
 
