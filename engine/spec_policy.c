@@ -59,21 +59,18 @@ static void win_add(pt_spec_win *w, double x)
 // sample outside [est / PT_SPEC_SURPRISE, est * PT_SPEC_SURPRISE] is a
 // surprise (a band tighter than the clip: a false surprise costs one more
 // exploration, a missed one keeps a stale estimate for one more
-// exploration gap). In a stale window (from before the last switch) a
-// surprise replaces every sample, a sample inside the band confirms them.
-// Else a surprise calls for the next exploration soon (shift), and a
-// second on the same side means the level moved: the two replace the
-// window (its median would take 5 more explorations to follow).
+// exploration gap). A surprise calls for the next exploration soon
+// (shift), and a second on the same side means the level moved: the two
+// replace the window (its median would take 5 more explorations to
+// follow). One alone never does: it may be a preempted step. A stale
+// window (from before the last switch) is confirmed by a sample within the
+// band, and starts such a pair by a surprise.
 static void win_explore(pt_spec_win *w, double x)
 {
     const int side = w->n == 0 ? 0 : x < w->est / PT_SPEC_SURPRISE ? -1 : x > w->est * PT_SPEC_SURPRISE ? 1 : 0;
     if (w->stale) {
         w->stale = false;
         w->shift = 0;
-        if (side != 0)
-            w->n = w->next = 0;
-        win_add(w, x);
-        return;
     }
     if (side != 0 && side == w->shift) {
         const double prev = w->v[(w->next + PT_SPEC_WIN - 1) % PT_SPEC_WIN];

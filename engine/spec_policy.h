@@ -32,12 +32,12 @@
 // not change the decision). The estimate of the regime not in use would
 // otherwise be frozen at what it was when the policy left that regime (a
 // load spike then, say): on every switch the window of the regime just
-// left is marked stale, its next sample (an exploration
-// PT_SPEC_EXPLORE_MIN steps later) replaces it, and the backoff restarts;
-// an exploration sample off the estimate by more than PT_SPEC_SURPRISE
-// (either way) calls for the
-// next one PT_SPEC_EXPLORE_MIN steps later, and two in a row on the same
-// side replace the window (the load changed since). And acceptance
+// left is marked stale and the backoff restarts; its next sample (an
+// exploration PT_SPEC_EXPLORE_MIN steps later) is checked against it. An
+// exploration sample off the estimate by more than PT_SPEC_SURPRISE
+// (either way) calls for the next one PT_SPEC_EXPLORE_MIN steps later, and
+// two in a row on the same side replace the window (the load changed
+// since; one alone may be a preempted step). And acceptance
 // probes while off only when a higher acceptance (one standard error up)
 // could make speculation pay, at a pace where drafts take at most
 // PT_SPEC_PROBE_BUDGET of the time (every step for free drafts). When
@@ -91,7 +91,7 @@ typedef struct pt_spec_win {
     double v[PT_SPEC_WIN]; // (n) samples, ring buffer
     int n, next;           // samples held; slot the next one goes to
     double est;            // the estimate (0 = no sample yet)
-    bool stale;            // measured before the last regime switch: the next sample replaces them unless it agrees
+    bool stale;            // measured before the last regime switch: the next sample is an early check
     int shift;             // the last exploration sample fell below (-1) / above (+1) est's clip band, else 0
 } pt_spec_win;
 
