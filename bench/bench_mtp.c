@@ -11,36 +11,46 @@
 // the same drafts), else another token.
 //
 // Measurement under noise: the reference run (not counted) also warms the
-// caches; a job keeps the KV cache of a prompt that the context already
+// caches; a run keeps the KV cache of a prompt that the context already
 // holds (reuse_prefix: one prompt, as on bench16, is prefilled once, which
 // saves minutes under a memory cap; decode figures start after the
-// prefill either way); then every repetition runs one job per (drafter, mode) — the off
-// job, which does not depend on the drafter, twice when there are several
-// drafters — in an order shuffled afresh for each repetition (a fixed
-// seed), so that drift of the machine's load or of the cache state falls on
-// every mode alike. Without --fresh all jobs share one context, and so one
-// expert cache and the adaptive policy's remembered step costs
+// prefill either way). Then every repetition runs one job per (drafter,
+// mode) — the off job, which does not depend on the drafter, twice when
+// there are several drafters — interleaved prompt by prompt: for each
+// prompt every job generates it, in an order shuffled afresh for each
+// (repetition, prompt) (a fixed seed), so that drift of the machine's load
+// or of the cache state falls on every mode alike, within seconds rather
+// than a job's length. Without --fresh all jobs share one context, and so
+// one expert cache and the adaptive policy's remembered step costs
 // (engine/spec_policy.h), as a long-lived server would; with --fresh every
-// job gets a new context: a cold expert cache and a policy that knows
-// nothing yet.
+// job gets a new context at the start of each repetition, which then
+// serves it for all the prompts: a cold expert cache and a policy that
+// knows nothing yet.
 //
 // Prints one line per (drafter, mode): medians over the repetitions (off:
 // over all its jobs) of decode-phase figures summed over the prompts, and
 // the spread of tok/s:
 //   MTP draft=mtp|p0.50 mode=off|always|adaptive tok_s=… tok_s_lo=… tok_s_hi=…
+//     tok_s_cpu=… tok_s_cpu_lo=… tok_s_cpu_hi=…
 //     runs=… accept=… verifs=… plain=… probes=… switches=… explore=…
 //     mb_read_per_tok=… experts_per_tok=… mb_used_per_tok=… identical=1
-// (lo / hi: the lowest and highest of the jobs; accept: accepted / verified
-// drafts; mb_read: expert bytes read from the file; experts / mb_used:
-// distinct experts computed per token and their bytes, read or not), and
-// exits 3 if any run's tokens differ from the reference's.
+// (lo / hi: the lowest and highest of the jobs; tok_s_cpu: tokens per
+// second of the process's CPU time, all threads (CLOCK_PROCESS_CPUTIME_ID):
+// what the work costs, where wall time also counts a loaded machine's
+// preemptions, and I/O waits, so it means something only for resident
+// runs; accept: accepted / verified drafts; mb_read: expert bytes read from
+// the file; experts / mb_used: distinct experts computed per token and
+// their bytes, read or not), and exits 3 if any run's tokens differ from
+// the reference's.
 //
 // usage: bench_mtp -m MODEL [--ram SIZE] [--experts-per-layer N] [--usage FILE | --no-usage]
 //                  [--preload] [--fresh] [-t T] [-n N] [--ids-file FILE] [--prompt-len L]
 //                  [--prompts K] [--reps R] [--temp T] [--seed S] [--p LIST] [--modes LIST]
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/util.h"
 #include "engine/context.h"
@@ -50,6 +60,14 @@
 #define MAX_P 16
 #define MAX_REPS 31
 #define MAX_PROMPTS 16
+
+// Seconds of CPU time the process has used, all threads.
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 // Reads every expert into the cache (pt_stream_preload), saying why not.
 static int preload(petrel_context *c)
@@ -128,7 +146,7 @@ typedef struct run_acc {
     petrel_context *c;
     petrel_token *toks; // (cap) tokens generated
     int n, cap;
-    double t_first;
+    double t_first, cpu_first;
     pt_ecache_stats first;
 } run_acc;
 
@@ -137,6 +155,7 @@ static int on_tok(void *u, petrel_token t)
     run_acc *a = u;
     if (a->n == 0) {
         a->t_first = pt_now();
+        a->cpu_first = cpu_now();
         pt_ecache_get_stats(a->c->ecache, &a->first);
     }
     if (a->n < a->cap)
@@ -146,7 +165,7 @@ static int on_tok(void *u, petrel_token t)
 }
 
 typedef struct figures {
-    double toks, secs, bytes, uses;
+    double toks, secs, cpu_secs, bytes, uses;
     int drafted, accepted;
     uint64_t verifs, plain, probes, switches, explore;
 } figures;
@@ -163,9 +182,9 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// One job: every prompt generated in one mode with one drafter on context
-// c, its figures summed into *F (NULL: not counted). ref holds the
-// reference tokens (n_gen per prompt); record: this run writes them.
+// One prompt (index k) generated in one mode with one drafter on context
+// c, its decode-phase figures added to *F (NULL: not counted). ref holds
+// the reference tokens (n_gen per prompt); record: this run writes them.
 // Returns 0, 1 if the tokens differ from ref, -1 on an error (said).
 typedef struct job_cfg {
     const petrel_token *all;
@@ -174,60 +193,74 @@ typedef struct job_cfg {
     uint64_t seed;
 } job_cfg;
 
+static int run_prompt(petrel_context *c, const job_cfg *J, int k, int mode, double p, petrel_token *ref, bool record,
+                      petrel_token *got, figures *F)
+{
+    assert(k >= 0 && k < J->n_prompts);
+    const petrel_token *prompt = J->all + (size_t)k * J->stride;
+    drafter d = {.ref = ref + (size_t)k * J->n_gen, .n_ref = J->n_gen, .n_prompt = J->prompt_len, .p = p,
+                 .salt = (uint32_t)k, .n_vocab = J->n_vocab};
+    petrel_sampler_params sp = petrel_sampler_default_params();
+    sp.temperature = (float)J->temp;
+    sp.seed = J->seed + (uint64_t)k;
+    petrel_sampler *smp = J->temp > 0 ? petrel_sampler_new(&sp, J->n_vocab) : NULL;
+    petrel_gen_params gp = {.n_predict = J->n_gen,
+                            .ignore_eos = true,
+                            .speculative = mode != PETREL_SPEC_OFF,
+                            .spec_mode = mode,
+                            .sampler = smp,
+                            .draft_fn = p >= 0 ? controlled_draft : NULL,
+                            .draft_user = &d,
+                            .reuse_prefix = true};
+    run_acc acc = {.c = c, .toks = got, .cap = J->n_gen};
+    petrel_reset_stats(c);
+    petrel_gen_result res;
+    if (petrel_generate(c, prompt, J->prompt_len, &gp, on_tok, &acc, &res) < 0) {
+        fprintf(stderr, "bench_mtp: %s\n", petrel_context_error(c));
+        petrel_sampler_free(smp);
+        return -1;
+    }
+    petrel_sampler_free(smp);
+    const double t_end = pt_now(), cpu_end = cpu_now();
+    int differ = 0;
+    if (record)
+        memcpy(ref + (size_t)k * J->n_gen, got, sizeof *got * (size_t)J->n_gen);
+    else if (acc.n != J->n_gen || memcmp(ref + (size_t)k * J->n_gen, got, sizeof *got * (size_t)J->n_gen) != 0) {
+        differ = 1;
+        fprintf(stderr, "bench_mtp: prompt %d, mode %s, p %.2f: tokens differ from the reference's\n", k,
+                petrel_spec_mode_name(mode), p);
+    }
+    if (!F)
+        return differ;
+    pt_ecache_stats es;
+    pt_ecache_get_stats(c->ecache, &es);
+    petrel_stats st;
+    petrel_get_stats(c, &st);
+    F->toks += acc.n - 1;
+    F->secs += t_end - acc.t_first;
+    F->cpu_secs += cpu_end - acc.cpu_first;
+    F->bytes += (double)(es.bytes_read - acc.first.bytes_read);
+    F->uses += (double)(es.hits + es.misses - acc.first.hits - acc.first.misses);
+    F->drafted += res.n_drafted;
+    F->accepted += res.n_accepted;
+    F->verifs += st.spec_verify_steps;
+    F->plain += st.spec_used ? st.spec_plain_steps : (uint64_t)(acc.n - 1);
+    F->probes += st.spec_probes;
+    F->switches += st.spec_switches;
+    F->explore += st.spec_explore;
+    return differ;
+}
+
+// Every prompt in one mode (the reference run and the single-job passes).
 static int run_job(petrel_context *c, const job_cfg *J, int mode, double p, petrel_token *ref, bool record,
                    petrel_token *got, figures *F)
 {
     int differ = 0;
     for (int k = 0; k < J->n_prompts; k++) {
-        const petrel_token *prompt = J->all + (size_t)k * J->stride;
-        drafter d = {.ref = ref + (size_t)k * J->n_gen, .n_ref = J->n_gen, .n_prompt = J->prompt_len, .p = p,
-                     .salt = (uint32_t)k, .n_vocab = J->n_vocab};
-        petrel_sampler_params sp = petrel_sampler_default_params();
-        sp.temperature = (float)J->temp;
-        sp.seed = J->seed + (uint64_t)k;
-        petrel_sampler *smp = J->temp > 0 ? petrel_sampler_new(&sp, J->n_vocab) : NULL;
-        petrel_gen_params gp = {.n_predict = J->n_gen,
-                                .ignore_eos = true,
-                                .speculative = mode != PETREL_SPEC_OFF,
-                                .spec_mode = mode,
-                                .sampler = smp,
-                                .draft_fn = p >= 0 ? controlled_draft : NULL,
-                                .draft_user = &d,
-                                .reuse_prefix = true};
-        run_acc acc = {.c = c, .toks = got, .cap = J->n_gen};
-        petrel_reset_stats(c);
-        petrel_gen_result res;
-        if (petrel_generate(c, prompt, J->prompt_len, &gp, on_tok, &acc, &res) < 0) {
-            fprintf(stderr, "bench_mtp: %s\n", petrel_context_error(c));
-            petrel_sampler_free(smp);
+        int rc = run_prompt(c, J, k, mode, p, ref, record, got, F);
+        if (rc < 0)
             return -1;
-        }
-        petrel_sampler_free(smp);
-        double t_end = pt_now();
-        if (record)
-            memcpy(ref + (size_t)k * J->n_gen, got, sizeof *got * (size_t)J->n_gen);
-        else if (acc.n != J->n_gen || memcmp(ref + (size_t)k * J->n_gen, got, sizeof *got * (size_t)J->n_gen) != 0) {
-            differ = 1;
-            fprintf(stderr, "bench_mtp: prompt %d, mode %s, p %.2f: tokens differ from the reference's\n", k,
-                    petrel_spec_mode_name(mode), p);
-        }
-        if (!F)
-            continue;
-        pt_ecache_stats es;
-        pt_ecache_get_stats(c->ecache, &es);
-        petrel_stats st;
-        petrel_get_stats(c, &st);
-        F->toks += acc.n - 1;
-        F->secs += t_end - acc.t_first;
-        F->bytes += (double)(es.bytes_read - acc.first.bytes_read);
-        F->uses += (double)(es.hits + es.misses - acc.first.hits - acc.first.misses);
-        F->drafted += res.n_drafted;
-        F->accepted += res.n_accepted;
-        F->verifs += st.spec_verify_steps;
-        F->plain += st.spec_used ? st.spec_plain_steps : (uint64_t)(acc.n - 1);
-        F->probes += st.spec_probes;
-        F->switches += st.spec_switches;
-        F->explore += st.spec_explore;
+        differ |= rc;
     }
     return differ;
 }
@@ -417,27 +450,37 @@ int main(int argc, char **argv)
     int *n_samples = calloc((size_t)n_p * 3, sizeof *n_samples);
     int identical = 1;
     uint64_t rng = 0x5eedULL;
+    // With --fresh, each job's context of this repetition (the shared one otherwise).
+    petrel_context *jc[3 * MAX_P + 2] = {0};
     for (int rep = 0; rep < reps; rep++) {
-        for (int i = n_jobs - 1; i > 0; i--) { // Fisher-Yates
-            int j = (int)(lcg(&rng) % (uint64_t)(i + 1));
-            job t = jobs[i];
-            jobs[i] = jobs[j];
-            jobs[j] = t;
-        }
+        figures *F[3 * MAX_P + 2]; // this repetition's figures of jobs[ji]
         for (int ji = 0; ji < n_jobs; ji++) {
-            const int pi = jobs[ji].pi, mi = jobs[ji].mi;
+            const int slot = jobs[ji].pi * 3 + jobs[ji].mi;
+            F[ji] = &fig[slot * max_samples + n_samples[slot]++];
             if (fresh) {
-                petrel_context_free(c);
-                if (!(c = new_ctx(m, &cp, do_preload)))
+                petrel_context_free(jc[ji]);
+                if (!(jc[ji] = new_ctx(m, &cp, do_preload)))
                     return 1;
             }
-            int slot = pi * 3 + mi;
-            figures *F = &fig[slot * max_samples + n_samples[slot]++];
-            int rc = run_job(c, &J, modes[mi], modes[mi] == PETREL_SPEC_OFF ? -1 : ps[pi], ref, false, got, F);
-            if (rc < 0)
-                return 1;
-            if (rc > 0)
-                identical = 0;
+        }
+        for (int k = 0; k < n_prompts; k++) {
+            int order[3 * MAX_P + 2];
+            for (int i = 0; i < n_jobs; i++)
+                order[i] = i;
+            for (int i = n_jobs - 1; i > 0; i--) { // Fisher-Yates
+                int j = (int)(lcg(&rng) % (uint64_t)(i + 1)), t = order[i];
+                order[i] = order[j];
+                order[j] = t;
+            }
+            for (int oi = 0; oi < n_jobs; oi++) {
+                const int ji = order[oi], pi = jobs[ji].pi, mi = jobs[ji].mi;
+                int rc = run_prompt(fresh ? jc[ji] : c, &J, k, modes[mi], modes[mi] == PETREL_SPEC_OFF ? -1 : ps[pi],
+                                    ref, false, got, F[ji]);
+                if (rc < 0)
+                    return 1;
+                if (rc > 0)
+                    identical = 0;
+            }
         }
     }
 
@@ -451,7 +494,7 @@ int main(int argc, char **argv)
             // off was measured for drafter 0 only: it does not depend on the drafter
             const int slot = (modes[mi] == PETREL_SPEC_OFF ? 0 : pi) * 3 + mi;
             const int ns = n_samples[slot];
-            double v[8][2 * MAX_REPS];
+            double v[9][2 * MAX_REPS];
             for (int r = 0; r < ns; r++) {
                 const figures *F = &fig[slot * max_samples + r];
                 v[0][r] = F->secs > 0 ? F->toks / F->secs : 0;
@@ -462,27 +505,33 @@ int main(int argc, char **argv)
                 v[5][r] = (double)F->plain;
                 v[6][r] = (double)F->probes;
                 v[7][r] = (double)F->explore;
+                v[8][r] = F->cpu_secs > 0 ? F->toks / F->cpu_secs : 0;
             }
             char dname[16];
             if (ps[pi] < 0)
                 snprintf(dname, sizeof dname, "mtp");
             else
                 snprintf(dname, sizeof dname, "p%.2f", ps[pi]);
-            double sw = 0, lo = v[0][0], hi = v[0][0];
+            double sw = 0, lo = v[0][0], hi = v[0][0], clo = v[8][0], chi = v[8][0];
             for (int r = 0; r < ns; r++) {
                 sw += (double)fig[slot * max_samples + r].switches;
                 lo = v[0][r] < lo ? v[0][r] : lo;
                 hi = v[0][r] > hi ? v[0][r] : hi;
+                clo = v[8][r] < clo ? v[8][r] : clo;
+                chi = v[8][r] > chi ? v[8][r] : chi;
             }
             double upt = median(v[3], ns);
-            printf("MTP draft=%s mode=%s tok_s=%.3f tok_s_lo=%.3f tok_s_hi=%.3f runs=%d accept=%.4f verifs=%.0f "
-                   "plain=%.0f probes=%.0f switches=%.1f explore=%.0f mb_read_per_tok=%.3f experts_per_tok=%.2f "
-                   "mb_used_per_tok=%.3f identical=%d\n",
-                   dname, petrel_spec_mode_name(modes[mi]), median(v[0], ns), lo, hi, ns, median(v[1], ns),
+            printf("MTP draft=%s mode=%s tok_s=%.3f tok_s_lo=%.3f tok_s_hi=%.3f tok_s_cpu=%.3f tok_s_cpu_lo=%.3f "
+                   "tok_s_cpu_hi=%.3f runs=%d accept=%.4f verifs=%.0f plain=%.0f probes=%.0f switches=%.1f "
+                   "explore=%.0f mb_read_per_tok=%.3f experts_per_tok=%.2f mb_used_per_tok=%.3f identical=%d\n",
+                   dname, petrel_spec_mode_name(modes[mi]), median(v[0], ns), lo, hi, median(v[8], ns), clo, chi, ns,
+                   median(v[1], ns),
                    median(v[4], ns), median(v[5], ns), median(v[6], ns), sw / ns, median(v[7], ns),
                    median(v[2], ns), upt, upt * expert_bytes / 1e6, identical);
         }
     petrel_print_stats(c, stderr);
+    for (int ji = 0; ji < n_jobs; ji++)
+        petrel_context_free(jc[ji]);
     free(fig);
     free(n_samples);
     free(ref);

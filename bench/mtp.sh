@@ -4,11 +4,15 @@
 # without speculation (not counted; it warms the caches), then REPS
 # repetitions of one job per mode (off / always / adaptive; with several
 # drafters one always and one adaptive job per drafter and two off jobs),
-# shuffled afresh in every repetition so that drift of the load or the
+# interleaved prompt by prompt (every job generates prompt 1, in an order
+# shuffled afresh, then prompt 2, ...) so that drift of the load or the
 # cache falls on all modes alike, and checks that every job gives the
 # reference's tokens. Figures are medians over the repetitions (off: over
 # all its jobs); lo / hi the lowest and highest job, spread = (hi - lo) /
-# median.
+# median. Every tok/s is also given per second of the process's CPU time
+# (tok_s_cpu, all threads): on a loaded machine wall time counts other
+# processes' preemptions too, CPU time only the work; it ignores I/O
+# waits, so it is compared only in the resident settings.
 #
 #  1. The trained model (tests/fixtures/trained/, converted here with
 #     `petrel convert` to its default types: q4_0 experts, q8_0 trunk),
@@ -34,11 +38,13 @@
 #     tok/s off / always / adaptive, expert MB read and used per token.
 #
 # One "RUN part=… setting=… draft=… off_tok_s=… always_tok_s=… adaptive_tok_s=…
-# …_spread=… accept=… …" line per setting, then exactly one line:
+# off_tok_s_cpu=… always_tok_s_cpu=… adaptive_tok_s_cpu=… …_spread=… accept=… …"
+# line per setting, then exactly one line:
 #   RESULT trained_accept=… trained_spec_speedup=… trained_adaptive_speedup=…
 #     breakeven_p_capped=… breakeven_p_resident=… adaptive_worst_loss=…
 #     trained_accept_t07=… trained_adaptive_min_speedup=…
-#     adaptive_worst_setting=… run_spread_median=… run_spread_max=…
+#     adaptive_worst_setting=… adaptive_worst_loss_cpu=… adaptive_worst_setting_cpu=…
+#     run_spread_median=… run_spread_max=…
 # trained_accept: greedy acceptance, resident; *_speedup: median tok/s
 # against off's, resident (min: the lowest adaptive / off over the three
 # trained settings); breakeven_p: where always / off crosses 1 (linear
@@ -46,7 +52,8 @@
 # when it is faster at p = 0); adaptive_worst_loss: the worst
 # 1 - adaptive / max(off, always) of the medians over every setting and p
 # (negative: adaptive beat both), adaptive_worst_setting where it was;
-# run_spread_*: the median and largest spread of the tok/s behind them (a
+# adaptive_worst_loss_cpu / _setting_cpu: the same from the CPU-time tok/s
+# over the resident settings (trained resident, bench16 resident); run_spread_*: the median and largest spread of the tok/s behind them (a
 # loss well inside the spread is noise). Missing models give "na".
 #
 # Environment: BUILD (build dir, default build-mtp), WORK (/work/bench-models),
@@ -92,6 +99,8 @@ for k in trained_accept trained_accept_t07 trained_spec_speedup trained_adaptive
 done
 WORST=""     # worst adaptive loss seen
 WORST_AT=na  # ... and where
+WORST_CPU=""     # worst adaptive loss from CPU-time tok/s, resident settings
+WORST_CPU_AT=na
 TR_MIN=""    # lowest trained adaptive / off
 SPREADS=""   # spread of every mode's tok/s, one per line
 
@@ -107,14 +116,30 @@ ratio() {
     awk -v a="$1" -v b="$2" 'BEGIN{ if (a == "" || b == "" || b + 0 == 0) print "na"; else printf "%.3f", a / b }'
 }
 
-# note_loss OFF ALWAYS ADAPTIVE WHERE: folds 1 - adaptive / max(off, always) into WORST.
+# loss OFF ALWAYS ADAPTIVE: 1 - adaptive / max(off, always) (empty when a figure is missing).
+loss() {
+    awk -v o="$1" -v a="$2" -v d="$3" 'BEGIN{ m = o > a ? o : a; if (m > 0 && d != "") printf "%.4f", 1 - d / m }'
+}
+
+# note_loss OFF ALWAYS ADAPTIVE WHERE: folds the loss into WORST.
 note_loss() {
     local l
-    l=$(awk -v o="$1" -v a="$2" -v d="$3" 'BEGIN{ m = o > a ? o : a; if (m > 0 && d != "") printf "%.4f", 1 - d / m }')
+    l=$(loss "$1" "$2" "$3")
     [ -n "$l" ] || return 0
     if awk -v w="$WORST" -v l="$l" 'BEGIN{ exit !(w == "" || l > w) }'; then
         WORST=$l
         WORST_AT=$4
+    fi
+}
+
+# note_loss_cpu OFF ALWAYS ADAPTIVE WHERE: the same for the CPU-time figures into WORST_CPU.
+note_loss_cpu() {
+    local l
+    l=$(loss "$1" "$2" "$3")
+    [ -n "$l" ] || return 0
+    if awk -v w="$WORST_CPU" -v l="$l" 'BEGIN{ exit !(w == "" || l > w) }'; then
+        WORST_CPU=$l
+        WORST_CPU_AT=$4
     fi
 }
 
@@ -127,12 +152,16 @@ spread() {
     awk -v m="$md" -v l="$lo" -v h="$hi" 'BEGIN{ if (m == "" || l == "" || h == "" || m + 0 == 0) print "na"; else printf "%.3f", (h - l) / m }'
 }
 
-# setting_line PART SETTING DRAFT LOG: one RUN line (and the loss) for a (setting, drafter).
+# setting_line PART SETTING DRAFT LOG [cpu]: one RUN line (and the loss) for a
+# (setting, drafter); with "cpu" (a resident setting) the CPU-time loss too.
 setting_line() {
-    local part=$1 setting=$2 draft=$3 log=$4 off on ad m sp
+    local part=$1 setting=$2 draft=$3 log=$4 off on ad offc onc adc m sp
     off=$(mode_field "$log" "$draft" off tok_s)
     on=$(mode_field "$log" "$draft" always tok_s)
     ad=$(mode_field "$log" "$draft" adaptive tok_s)
+    offc=$(mode_field "$log" "$draft" off tok_s_cpu)
+    onc=$(mode_field "$log" "$draft" always tok_s_cpu)
+    adc=$(mode_field "$log" "$draft" adaptive tok_s_cpu)
     declare -A S
     for m in off always adaptive; do
         sp=$(spread "$log" "$draft" "$m")
@@ -141,6 +170,8 @@ setting_line() {
     done
     echo "RUN part=$part setting=$setting draft=$draft off_tok_s=$off always_tok_s=$on adaptive_tok_s=$ad" \
          "spec_speedup=$(ratio "$on" "$off") adaptive_speedup=$(ratio "$ad" "$off")" \
+         "off_tok_s_cpu=$offc always_tok_s_cpu=$onc adaptive_tok_s_cpu=$adc" \
+         "adaptive_loss=$(loss "$off" "$on" "$ad") adaptive_loss_cpu=$(loss "$offc" "$onc" "$adc")" \
          "off_spread=${S[off]} always_spread=${S[always]} adaptive_spread=${S[adaptive]}" \
          "runs=$(mode_field "$log" "$draft" adaptive runs)/$(mode_field "$log" "$draft" off runs)" \
          "accept=$(mode_field "$log" "$draft" always accept)" \
@@ -152,6 +183,7 @@ setting_line() {
          "mb_used_per_tok_always=$(mode_field "$log" "$draft" always mb_used_per_tok)" \
          "identical=$(mode_field "$log" "$draft" always identical)"
     note_loss "$off" "$on" "$ad" "$part-$setting-$draft"
+    if [ "${5:-}" = cpu ]; then note_loss_cpu "$offc" "$onc" "$adc" "$part-$setting-$draft"; fi
 }
 
 # ---- 1. the trained model -------------------------------------------------------
@@ -182,7 +214,7 @@ if [ "${SKIP_TRAINED:-0}" != 1 ] && [ -f "$TRAINED/config.json" ]; then
             tail -3 "$log.err" >&2
             continue
         fi
-        setting_line trained "$setting" mtp "$log"
+        setting_line trained "$setting" mtp "$log" "$([ "$setting" = resident ] && echo cpu)"
         sp=$(ratio "$(mode_field "$log" mtp adaptive tok_s)" "$(mode_field "$log" mtp off tok_s)")
         [ "$sp" = na ] || TR_MIN=$(awk -v m="$TR_MIN" -v s="$sp" 'BEGIN{ print (m == "" || s < m) ? s : m }')
         if [ "$setting" = resident ]; then
@@ -247,7 +279,7 @@ if [ "${SKIP_BENCH16:-0}" != 1 ] && [ -f "$MODEL16" ]; then
         log=$OUT/b16-resident
         if [ "${RESIDENT_PRELOAD:-0}" = 1 ]; then res=(--preload --ram 15G); else res=(); fi
         if "$BUILD/bench_mtp" "${common16[@]}" ${res[@]+"${res[@]}"} >"$log.out" 2>"$log.err"; then
-            for p in ${PS//,/ }; do setting_line bench16 resident "$(printf 'p%.2f' "$p")" "$log"; done
+            for p in ${PS//,/ }; do setting_line bench16 resident "$(printf 'p%.2f' "$p")" "$log" cpu; done
             R[breakeven_p_resident]=$(breakeven "$log")
         else
             echo "RUN part=bench16 setting=resident status=failed"
@@ -262,5 +294,6 @@ echo "RESULT trained_accept=${R[trained_accept]} trained_spec_speedup=${R[traine
      "trained_adaptive_speedup=${R[trained_adaptive_speedup]} breakeven_p_capped=${R[breakeven_p_capped]}" \
      "breakeven_p_resident=${R[breakeven_p_resident]} adaptive_worst_loss=${WORST:-na}" \
      "trained_accept_t07=${R[trained_accept_t07]} trained_adaptive_min_speedup=${R[trained_adaptive_min_speedup]}" \
-     "adaptive_worst_setting=$WORST_AT run_spread_median=$(printf '%s' "$SPREADS" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "na" }')" \
+     "adaptive_worst_setting=$WORST_AT adaptive_worst_loss_cpu=${WORST_CPU:-na} adaptive_worst_setting_cpu=$WORST_CPU_AT" \
+     "run_spread_median=$(printf '%s' "$SPREADS" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "na" }')" \
      "run_spread_max=$(printf '%s' "$SPREADS" | sort -g | tail -1 | grep . || echo na)"
