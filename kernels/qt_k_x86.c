@@ -372,8 +372,8 @@ TGT2 float pt_vdot_q6_k_avx2(const void *w, const void *xq, int64_t n)
 // maddubs then vpdpwssd (int16 pairs times the scale, added into int32)
 // replaces AVX2's maddubs + madd + add. The scale vector of each register
 // comes from one vpermw of the super-block's int16 scales.
-// These zmm kernels serve the 4-vector products (vdot4) and Q3_K / Q5_K;
-// the GEMV rows of Q2_K, Q4_K and Q6_K run on ymm (AVX-512VL, below).
+// These zmm kernels serve the 4-vector products (vdot4); the GEMV rows
+// (vdot) of every K type run on ymm (AVX-512VL, below).
 
 // Constant vectors as tables (loaded as memory operands; built in
 // registers they were rematerialised inside the loops).
@@ -382,10 +382,6 @@ TGT2 float pt_vdot_q6_k_avx2(const void *w, const void *xq, int64_t n)
 static const int16_t cnt_tab[4][32] __attribute__((aligned(64))) = {
     HALVES16(0, 4), HALVES16(0, 2), HALVES16(4, 6), HALVES16(4, 2)};
 enum { CNT_0_4, CNT_0_2, CNT_4_6, CNT_4_2 };
-#define BITS32(a) a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a
-// bytes: bit 2k in the low half, bit 2k + 1 in the high half
-static const uint8_t bitpair[4][64] __attribute__((aligned(64))) = {
-    {BITS32(0x01), BITS32(0x02)}, {BITS32(0x04), BITS32(0x08)}, {BITS32(0x10), BITS32(0x20)}, {BITS32(0x40), BITS32(0x80)}};
 
 TGT5I __m512i cnt_vec(int k)
 {
@@ -419,15 +415,6 @@ TGT5I __m512i sc_index(int base, int per)
 TGT5I __m512i dot_sc_512(__m512i acc, __m512i q, const int8_t *x, __m512i sc)
 {
     return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(q, _mm512_loadu_si512(x)), sc);
-}
-
-// Q3_K's register product with the +4 offset taken off in int16 (see
-// dot_sc_off4_avx2)
-TGT5I __m512i dot_sc_off4_512(__m512i acc, __m512i q, const int8_t *x, __m512i sc)
-{
-    const __m512i xv = _mm512_loadu_si512(x);
-    const __m512i p = _mm512_sub_epi16(_mm512_maddubs_epi16(q, xv), _mm512_maddubs_epi16(_mm512_set1_epi8(4), xv));
-    return _mm512_dpwssd_epi32(acc, p, sc);
 }
 
 TGT5I __m256i fold512(__m512i s0, __m512i s1)
@@ -507,36 +494,6 @@ TGT5 void pt_vdot4_q4_k_avx512(const void *w, const void *xq, size_t ldx, int64_
     }
 }
 
-TGT5I sb_sums sums_q5_k_512(const pt_blk_q5_k *b, const block_q8_K *x)
-{
-    const __m512i m4 = _mm512_set1_epi8(0xF), m16 = _mm512_set1_epi8(16);
-    const __m256i sm = k4_scales16(b->scales);
-    const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
-    const __m128i bs2 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-    const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bs2);
-    const __m512i sc = _mm512_castsi256_si512(sm);
-    const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qh));
-    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-    #pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
-        // fifth bits: bit 2c for the low half of the register, 2c + 1 for the high
-        const __mmask64 k = _mm512_test_epi8_mask(hb, _mm512_load_si512(bitpair[c]));
-        __m512i q = _mm512_and_si512(bcast_shift(b->qs + 32 * c, CNT_0_4), m4);
-        q = _mm512_mask_add_epi8(q, k, q, m16);
-        const __m512i scv = _mm512_permutexvar_epi16(sc_index(2 * c, 16), sc);
-        if (c % 2 == 0)
-            s0 = dot_sc_512(s0, q, x->qs + 64 * c, scv);
-        else
-            s1 = dot_sc_512(s1, q, x->qs + 64 * c, scv);
-    }
-    return (sb_sums){fold512(s0, s1), _mm256_castsi128_si256(mprod)};
-}
-
-TGT5 float pt_vdot_q5_k_avx512(const void *w, const void *xq, int64_t n)
-{
-    K_ROW_LOOP(pt_blk_q5_k, sums_q5_k_512, 3, dmin)
-}
-
 // 16-value-block types: the register of values 64p .. 64p + 63 holds
 // blocks 4p .. 4p + 3, one per 128-bit lane.
 // Q2_K's weight side of a super-block (unpacked once for any number of
@@ -609,34 +566,6 @@ TGT5 void pt_vdot4_q2_k_avx512(const void *w, const void *xq, size_t ldx, int64_
     }
     for (int j = 0; j < 4; j++)
         out[j] = hsum8_ps(acc[j]);
-}
-
-TGT5I sb_sums sums_q3_k_512(const pt_blk_q3_k *b, const block_q8_K *x)
-{
-    const __m512i m3 = _mm512_set1_epi8(3), m4b = _mm512_set1_epi8(4);
-    const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(q3k_scales8(b)));
-    const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->hmask));
-    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-    #pragma GCC unroll 4
-    for (int p = 0; p < 4; p++) {
-        // values 64p .. 64p + 63: half h = p / 2, low-bit shifts 4(p%2) and +2,
-        // high bits k = 2p and 2p + 1
-        const int h = p / 2;
-        const __mmask64 k = _mm512_test_epi8_mask(hm, _mm512_load_si512(bitpair[p]));
-        __m512i q = _mm512_and_si512(bcast_shift(b->qs + 32 * h, p % 2 ? CNT_4_6 : CNT_0_2), m3);
-        q = _mm512_mask_add_epi8(q, k, q, m4b);
-        const __m512i scv = _mm512_permutexvar_epi16(sc_index(4 * p, 8), sc);
-        if (p % 2 == 0)
-            s0 = dot_sc_off4_512(s0, q, x->qs + 64 * p, scv);
-        else
-            s1 = dot_sc_off4_512(s1, q, x->qs + 64 * p, scv);
-    }
-    return (sb_sums){fold512(s0, s1), _mm256_setzero_si256()};
-}
-
-TGT5 float pt_vdot_q3_k_avx512(const void *w, const void *xq, int64_t n)
-{
-    K_ROW_LOOP(pt_blk_q3_k, sums_q3_k_512, 0, d)
 }
 
 // Q6_K: per half h, ql[64h .. 64h + 63] in one register: its low nibbles
@@ -712,7 +641,8 @@ TGT5 void pt_vdot4_q6_k_avx512(const void *w, const void *xq, size_t ldx, int64_
 // closed while 512-bit uops are in flight, and these kernels are
 // throughput-bound on the vector ports, so three ports of ymm beat two of
 // zmm (in cache, 1 thread, Emerald Rapids: ns per super-block Q4_K
-// 8.4 -> 6.3, Q2_K 7.2 -> 5.4, Q6_K 7.7 -> 7.3; docs/kernels.md). The zmm kernels stay for
+// 8.4 -> 6.3, Q2_K 7.2 -> 5.4, Q6_K 7.7 -> 7.3, Q5_K 9.7 -> 8.1, Q3_K
+// 8.7 -> 8.3; docs/kernels.md). The zmm kernels stay for
 // the 4-vector products (vdot4), where the weight unpacking is shared by
 // four activation rows.
 
@@ -856,6 +786,70 @@ TGT5I sb_sums sums_q6_k_vl(const pt_blk_q6_k *b, const block_q8_K *x)
 TGT5 float pt_vdot_q6_k_avx512(const void *w, const void *xq, int64_t n)
 {
     K_ROW_LOOP(pt_blk_q6_k, sums_q6_k_vl, 0, d)
+}
+
+// Q5_K (as sums_q5_k_avx2)
+TGT5I sb_sums sums_q5_k_vl(const pt_blk_q5_k *b, const block_q8_K *x)
+{
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    const __m256i sm = k4_scales16_vl(b->scales);
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+    const __m128i bs2 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bs2);
+    const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+    const __m256i hb = _mm256_loadu_si256((const __m256i *)b->qh);
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    #pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m256i qb = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+        const __m256i h0 = bit_to(hb, 2 * c, 4), h1 = bit_to(hb, 2 * c + 1, 4);
+        const __m256i ql = _mm256_or_si256(_mm256_and_si256(qb, m4), h0);
+        const __m256i qh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4), h1);
+        s0 = dot_sc_vl(s0, ql, x->qs + 64 * c, bcast_sc(sc, 2 * c));
+        s1 = dot_sc_vl(s1, qh, x->qs + 64 * c + 32, bcast_sc(sc, 2 * c + 1));
+    }
+    return (sb_sums){_mm256_add_epi32(s0, s1), _mm256_castsi128_si256(mprod)};
+}
+
+TGT5 float pt_vdot_q5_k_avx512(const void *w, const void *xq, int64_t n)
+{
+    K_ROW_LOOP(pt_blk_q5_k, sums_q5_k_vl, 3, dmin)
+}
+
+// Q3_K (as sums_q3_k_avx2): the +4 offset taken off in int16 before vpdpwssd
+TGT5I __m256i dot_sc_off4_vl(__m256i acc, __m256i q, const int8_t *x, __m256i sc)
+{
+    const __m256i xv = _mm256_loadu_si256((const __m256i *)x);
+    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, xv), _mm256_maddubs_epi16(_mm256_set1_epi8(4), xv));
+    return _mm256_dpwssd_epi32(acc, p, sc);
+}
+
+TGT5I sb_sums sums_q3_k_vl(const pt_blk_q3_k *b, const block_q8_K *x)
+{
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m256i sc = evenodd16(q3k_scales8(b), true);
+    const __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    #pragma GCC unroll 4
+    for (int h = 0; h < 2; h++) {
+        const __m256i qb = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+        const int8_t *xh = x->qs + 128 * h;
+        #pragma GCC unroll 2
+        for (int s = 0; s < 4; s += 2) {
+            const int k = 4 * h + s;
+            const __m256i h0 = bit_to(hm, k, 2), h1 = bit_to(hm, k + 1, 2);
+            const __m256i q0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 2 * s), m3), h0);
+            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 2 * s + 2), m3), h1);
+            s0 = dot_sc_off4_vl(s0, q0, xh + 32 * s, bcast_sc(sc, 4 * h + s));
+            s1 = dot_sc_off4_vl(s1, q1, xh + 32 * s + 32, bcast_sc(sc, 4 * h + s + 1));
+        }
+    }
+    return (sb_sums){_mm256_add_epi32(s0, s1), _mm256_setzero_si256()};
+}
+
+TGT5 float pt_vdot_q3_k_avx512(const void *w, const void *xq, int64_t n)
+{
+    K_ROW_LOOP(pt_blk_q3_k, sums_q3_k_vl, 0, d)
 }
 
 #endif
