@@ -4,14 +4,17 @@
 // set), a prediction of an absent expert is not read however confident, and
 // reads resume once uses need reads again. Against the margin tables alone,
 // which would read each of these predictions (their bin's chance is at
-// least its prior of 1/2 or 2/5, above the bar of 1/4).
+// least its prior of 1/2 or 2/5, above the bar of 1/4); and the engine's
+// second pass over the same tokens, every use a hit, reads nothing.
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cache/ecache.h"
+#include "engine/context.h"
 #include "io/reader.h"
+#include "petrel.h"
 #include "tests/testutil.h"
 
 #define NE 4
@@ -127,4 +130,68 @@ Test(prefetch_cold, no_reads_while_the_cache_holds_the_working_set)
     cr_assert(read_again, "uses miss again, yet absent predictions stay unread");
     pt_ecache_free(c);
     fx_close(&f);
+}
+
+// The engine through the same check ("small" synthetic model, 40 expert
+// slots per MoE layer of 64, prefetch depth 1): a pass of 8 tokens decoded
+// one at a time, then the same 8 tokens again from position 0 (every
+// expert the second pass uses is still resident). From the second pass's
+// 5th token on, nothing is read; with the check off (cold bar 0) the same
+// tokens do read predictions (so the scenario has absent predictions to
+// refuse). Both second passes' logits equal the first pass's bit for bit.
+// Returns the prefetch reads of tokens 5..8 of the second pass.
+static uint64_t second_pass_reads(const char *path, double cold_bar)
+{
+    char err[1024];
+    petrel_model_params mp = petrel_model_default_params();
+    mp.experts_per_layer = 40;
+    mp.prefetch_depth = 1;
+    mp.no_usage = true;
+    mp.no_hot_store = true;
+    mp.n_threads = 1;
+    petrel_model *m = petrel_model_open(path, &mp, err, sizeof err);
+    cr_assert(m, "open: %s", err);
+    petrel_context *c = petrel_context_new(m, NULL, err, sizeof err);
+    cr_assert(c, "context: %s", err);
+    pt_ecache_set_cold_bar(c->ecache, cold_bar);
+    const int V = petrel_model_n_vocab(m), N = 8;
+    float *ref = malloc(sizeof(float) * (size_t)V * N);
+    petrel_token t[8];
+    for (int i = 0; i < N; i++)
+        t[i] = (petrel_token)((i * 7919 + 13) % V);
+    uint64_t reads = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        petrel_kv_truncate(c, 0);
+        for (int i = 0; i < N; i++) {
+            if (pass == 1 && i == 4)
+                petrel_reset_stats(c);
+            cr_assert_eq(petrel_decode(c, &t[i], NULL, 1, PETREL_LOGITS_LAST), 0, "%s", petrel_context_error(c));
+            const float *l = petrel_get_logits(c, 0);
+            if (pass == 0)
+                memcpy(ref + (size_t)i * V, l, sizeof(float) * (size_t)V);
+            else
+                cr_assert(!memcmp(ref + (size_t)i * V, l, sizeof(float) * (size_t)V),
+                          "cold bar %.2f: token %d's logits differ between the passes", cold_bar, i);
+        }
+    }
+    petrel_stats s;
+    petrel_get_stats(c, &s);
+    cr_assert_eq(s.expert_misses, 0, "cold bar %.2f: %llu misses in the second pass", cold_bar,
+                 (unsigned long long)s.expert_misses);
+    reads = s.prefetch_reads;
+    free(ref);
+    petrel_context_free(c);
+    petrel_model_close(m);
+    return reads;
+}
+
+Test(prefetch_cold, engine_second_pass_reads_nothing)
+{
+    char *path = tu_synth_model("small");
+    const uint64_t with = second_pass_reads(path, PT_EC_PF_COLD), without = second_pass_reads(path, 0);
+    cr_log_info("second pass, tokens 5-8: %llu prefetch reads with the cold check, %llu without",
+                (unsigned long long)with, (unsigned long long)without);
+    cr_assert_eq(with, 0, "%llu prefetch reads with every use a hit", (unsigned long long)with);
+    cr_assert(without > 0, "without the check the same tokens read nothing either: the test shows nothing");
+    free(path);
 }
