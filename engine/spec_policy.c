@@ -110,6 +110,13 @@ void pt_spec_policy_init(pt_spec_policy *p, int mode, pt_spec_costs *costs)
     // An adaptive call starts in the regime the last one ended in: its
     // estimates are of that regime (the other's was marked stale).
     p->on = mode == PETREL_SPEC_ALWAYS || (mode == PETREL_SPEC_ADAPTIVE && p->k->on);
+    // ... and its schedule where the last one left it: the gaps between
+    // explorations are steps of this context, not of one call (calls of
+    // 16-96 tokens would otherwise never re-time the other regime at
+    // gaps of up to PT_SPEC_EXPLORE_MAX).
+    p->since_probe = p->k->since_probe;
+    p->since_plain = p->k->since_plain;
+    p->since_verify = p->k->since_verify;
     // With costly drafts, the last call's acceptance, weighed down.
     if (!draft_cheap(p) && p->k->acc_n > 0) {
         double w = p->k->acc_n > PT_SPEC_CARRY ? PT_SPEC_CARRY / p->k->acc_n : 1.0;
@@ -129,6 +136,9 @@ void pt_spec_policy_done(pt_spec_policy *p)
         p->k->acc_hit = p->acc_hit;
         p->k->acc_n = p->acc_n;
         p->k->on = p->on;
+        p->k->since_probe = p->since_probe;
+        p->k->since_plain = p->since_plain;
+        p->k->since_verify = p->since_verify;
     }
 }
 

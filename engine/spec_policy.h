@@ -104,6 +104,7 @@ typedef struct pt_spec_costs {
     int backoff;                            // exploration gap factor (1..PT_SPEC_BACKOFF_MAX; 0 = 1)
     bool on;                                // the regime the last adaptive call ended in
     int regime_steps;                       // decisions since that regime was entered
+    int since_probe, since_plain, since_verify; // the schedule's counters (pt_spec_policy's) at its end
 } pt_spec_costs;
 
 typedef struct pt_spec_policy {
@@ -114,7 +115,8 @@ typedef struct pt_spec_policy {
     // acceptance
     double acc_hit, acc_n;     // decayed accepted / checked drafts of this call
     double gain;               // gain at the last decision
-    // schedule
+    // schedule (carried across calls in the costs: calls shorter than an
+    // exploration gap must still explore)
     int since_probe;           // plain steps since the last acceptance sample while off
     int since_plain;           // verifications since the last plain step
     int since_verify;          // plain steps since the last verification

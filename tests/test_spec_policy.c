@@ -221,7 +221,8 @@ Test(spec_policy, hopeless_costs_next_to_nothing)
     cr_expect(ta / tf - 1 < 0.01, "adaptive %.4f vs off %.4f ms/token", ta * 1e3, tf * 1e3);
 }
 
-// One generation of n tokens through a lasting load change that affects
+// Generations of n tokens in all, per_call tokens each in one context,
+// through a lasting load change that affects
 // one kind of step more than the other (a cache going cold under a
 // verification's union of experts, another process's memory traffic), so
 // that the better regime during [m.from, m.to) is the other one: the
@@ -232,15 +233,16 @@ Test(spec_policy, hopeless_costs_next_to_nothing)
 // The costs measured during the change are stale afterwards, and an
 // estimate of the regime not in use is refreshed only by rare
 // explorations: they must not keep the wrong regime for long.
-static void load_change(machine m, bool on_before, int n, int bound, const char *what)
+static void load_change(machine m, bool on_before, int n, int per_call, int bound, const char *what)
 {
-    assert(m.to + 100 < (uint64_t)n && m.from > 100);
+    assert(m.to + 100 < (uint64_t)n && m.from > 100 && n % per_call == 0);
     bool *on_at = calloc((size_t)n, sizeof *on_at);
     cr_assert(on_at);
     pt_spec_costs costs;
     memset(&costs, 0, sizeof costs);
     int verifs = 0;
-    simulate_call(PETREL_SPEC_ADAPTIVE, &m, n, 0, &costs, &verifs, on_at);
+    for (int i = 0; i < n; i += per_call) // calls of per_call tokens in one context
+        simulate_call(PETREL_SPEC_ADAPTIVE, &m, per_call, (uint64_t)i, &costs, &verifs, on_at + i);
     cr_expect_eq(on_at[m.from - 1], on_before, "%s: not in the better regime before the change", what);
     bool took_other = false;
     for (uint64_t i = m.from; i < m.to; i++)
@@ -276,7 +278,8 @@ Test(spec_policy, returns_after_plain_step_load_change)
 {
     machine m = {.r = 1.95, .d = 0.1, .p = 0.5, .spike = 0.02, .seed = 4242, .from = 300, .to = 700,
                  .plain_x = 1.8};
-    load_change(m, false, 3000, 400, "plain steps 1.8x");
+    load_change(m, false, 3000, 3000, 400, "plain steps 1.8x");
+    load_change(m, false, 3000, 24, 400, "plain steps 1.8x, calls of 24 tokens");
 }
 
 // Verifications 3x dearer for 400 tokens: plain steps pay during it
@@ -287,7 +290,8 @@ Test(spec_policy, returns_after_verify_load_change)
 {
     machine m = {.r = 1.3, .d = 0.1, .p = 0.75, .spike = 0.02, .seed = 4343, .from = 300, .to = 700,
                  .verify_x = 3};
-    load_change(m, true, 3000, 400, "verifications 3x");
+    load_change(m, true, 3000, 3000, 400, "verifications 3x");
+    load_change(m, true, 3000, 24, 400, "verifications 3x, calls of 24 tokens");
 }
 
 // ---- generation on the tiny fixture --------------------------------------------
