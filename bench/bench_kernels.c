@@ -19,10 +19,14 @@
 //   --quick       smaller working set, fewer shapes
 //   --types       which types the per-type table measures (default all)
 //   --types-only  only the per-type table; its RESULT line is then
-//                 RESULT membw_gbs=… <type>_gemv_gbs=… <type>_gemv_ratio=… …
+//                 RESULT membw_gbs=… <type>_gemv_gbs=… <type>_gemv_ratio=…
+//                 <type>_gemv_cpu1_ratio=… … (cpu1: 1 thread, GB per CPU
+//                 second of GEMV over that of the read: a figure that a
+//                 busy machine's preemption does not distort)
 //   --incache [T,T,...]  only the in-cache compute throughput of the block
 //                 kernels per path (bench_incache; default: Q4_0, Q8_0,
 //                 Q4_K, Q2_K, Q6_K, IQ4_XS, IQ2_XXS), then exit
+#include <assert.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -43,6 +47,16 @@ static double now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// CPU time of the calling thread: time it was preempted does not count,
+// time stalled on memory does, so bytes per CPU second is the 1-thread
+// bandwidth of a run that other processes share the cores with.
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -131,13 +145,16 @@ static uint64_t read_words(const uint64_t *p, size_t lo, size_t hi)
 }
 
 // STREAM-like read bandwidth: each thread sums its contiguous share of a
-// buffer larger than the last-level cache; best of 5 timed rounds.
-static double stream_read_gbs(const uint64_t *buf, size_t words, int threads, double min_s)
+// buffer larger than the last-level cache; best of 5 timed rounds. With 1
+// thread (the calling one) and cpu_gbs set, also the best bytes per CPU
+// second (cpu_now) into *cpu_gbs.
+static double stream_read_gbs(const uint64_t *buf, size_t words, int threads, double min_s, double *cpu_gbs)
 {
-    double best = 0;
+    assert(!cpu_gbs || threads == 1);
+    double best = 0, cbest = 0;
     volatile uint64_t sink = 0;
     for (int rep = 0; rep < 5; rep++) {
-        double t0 = now(), t;
+        double t0 = now(), c0 = cpu_now(), t;
         int iters = 0;
         do {
             uint64_t total = 0;
@@ -153,9 +170,13 @@ static double stream_read_gbs(const uint64_t *buf, size_t words, int threads, do
             t = now() - t0;
         } while (t < min_s);
         double gbs = (double)iters * (double)words * 8 / t / 1e9;
+        double cgbs = (double)iters * (double)words * 8 / (cpu_now() - c0) / 1e9;
         best = gbs > best ? gbs : best;
+        cbest = cgbs > cbest ? cgbs : cbest;
     }
     (void)sink;
+    if (cpu_gbs)
+        *cpu_gbs = cbest;
     return best;
 }
 
@@ -269,13 +290,15 @@ typedef struct {
 // the read bandwidth of the same buffer with the same thread count goes
 // into r[1], r[2]: the bandwidth of this machine drifts over minutes when
 // other tenants use the memory, so each ratio gets its own denominator.
+// g[0], r[0]: the 1-thread GEMV and read in GB per CPU second (cpu_now),
+// a figure that preemption by other processes does not distort.
 static void bench_gemv(pt_dtype t, const shape *s, size_t ws, double min_s, double g[3], double r[3])
 {
     const size_t mb = pt_row_bytes(t, (uint64_t)s->cols) * (size_t)s->rows;
     size_t nm = (ws + mb - 1) / mb;
     if (nm < 1)
         nm = 1;
-    g[1] = g[2] = r[1] = r[2] = -1;
+    g[0] = g[1] = g[2] = r[0] = r[1] = r[2] = -1;
     uint8_t *buf = big_alloc(nm * mb);
     if (!buf)
         return;
@@ -285,15 +308,15 @@ static void bench_gemv(pt_dtype t, const shape *s, size_t ws, double min_s, doub
         x[i] = (float)((int)(rnd64() % 2001) - 1000) * 1e-3f;
     pt_mat m = {.type = t, .rows = s->rows, .cols = s->cols};
     for (int th = 1; th <= 2; th++) {
-        r[th] = stream_read_gbs((const uint64_t *)buf, nm * mb / 8, th, min_s);
+        r[th] = stream_read_gbs((const uint64_t *)buf, nm * mb / 8, th, min_s, th == 1 ? &r[0] : NULL);
         omp_set_num_threads(th);
         for (size_t i = 0; i < nm; i++) { // warm-up pass (scratch, threads)
             m.data = buf + i * mb;
             pt_gemv(&m, x, y);
         }
-        double best = 0;
+        double best = 0, cbest = 0;
         for (int rep = 0; rep < 5; rep++) {
-            double t0 = now(), el;
+            double t0 = now(), c0 = cpu_now(), el;
             size_t calls = 0;
             do {
                 for (size_t i = 0; i < nm; i++) {
@@ -304,9 +327,13 @@ static void bench_gemv(pt_dtype t, const shape *s, size_t ws, double min_s, doub
                 el = now() - t0;
             } while (el < min_s);
             double gbs = (double)calls * (double)mb / el / 1e9;
+            double cgbs = (double)calls * (double)mb / (cpu_now() - c0) / 1e9; // 1 thread: all in this one
             best = gbs > best ? gbs : best;
+            cbest = cgbs > cbest ? cgbs : cbest;
         }
         g[th] = best;
+        if (th == 1)
+            g[0] = cbest;
     }
     free(x);
     free(y);
@@ -449,61 +476,68 @@ static void select_types(const char *list, type_set *ts)
 // Per-type GEMV table over the two routed-expert shapes (gate/up 2048x7168,
 // down 7168x2048); fills gbs[i] and ratio[i] for 2 threads over both shapes
 // together (bytes / time, the read bandwidth of the same bytes alongside:
-// each type gets its own denominator), -1 for a skipped type; returns the
-// read bandwidth over all the measured bytes.
-static double bench_types(const type_set *ts, size_t ws, double min_s, double *gbs, double *ratio)
+// each type gets its own denominator), cratio[i] the same for 1 thread in
+// bytes per CPU second (robust to other processes on the cores, not to
+// their use of the memory), -1 for a skipped type; returns the read
+// bandwidth over all the measured bytes.
+static double bench_types(const type_set *ts, size_t ws, double min_s, double *gbs, double *ratio, double *cratio)
 {
     printf("\nGEMV per weight type, routed-expert shapes, effective weight GB/s; read = read bandwidth\n"
-           "of the same buffer just before; \"2 thr both\" = both shapes together, 2 threads\n");
-    printf("%-8s %-10s %8s %7s %6s %8s %7s %6s\n", "type", "shape", "1 thread", "read", "ratio", "2 thr",
-           "read", "ratio");
+           "of the same buffer just before; \"2 thr both\" = both shapes together, 2 threads;\n"
+           "cpu1 = 1 thread in GB per CPU second (preemption excluded), GEMV and read, and ratio\n");
+    printf("%-8s %-10s %8s %7s %6s %8s %7s %6s %7s %7s %6s\n", "type", "shape", "1 thread", "read", "ratio",
+           "2 thr", "read", "ratio", "cpu1", "read", "ratio");
     double all_bytes = 0, all_rsecs = 0;
     for (int i = 0; i < ts->n; i++) {
         pt_dtype t = ts->t[i];
-        gbs[i] = ratio[i] = -1;
+        gbs[i] = ratio[i] = cratio[i] = -1;
         if (!ts->ok[i]) {
             printf("%-8s skipped: %s\n", pt_dtype_name(t), ts->why[i]);
             continue;
         }
-        agg a = {0};
+        agg a = {0}, c = {0}; // c: 1 thread, CPU seconds
         for (int si = 0; si < 2; si++) {
             const shape *s = &shapes[si];
             double g[3], r[3];
             bench_gemv(t, s, ws, min_s, g, r);
-            if (g[2] <= 0 || r[2] <= 0)
+            if (g[2] <= 0 || r[2] <= 0 || g[0] <= 0 || r[0] <= 0)
                 continue;
             double mb = (double)pt_row_bytes(t, (uint64_t)s->cols) * (double)s->rows;
             a.bytes += mb;
             a.secs += mb / (g[2] * 1e9);
             a.rsecs += mb / (r[2] * 1e9);
+            c.secs += mb / (g[0] * 1e9);
+            c.rsecs += mb / (r[0] * 1e9);
             char name[32];
             snprintf(name, sizeof name, "%ldx%ld", (long)s->rows, (long)s->cols);
-            printf("%-8s %-10s %8.2f %7.2f %6.3f %8.2f %7.2f %6.3f\n", pt_dtype_name(t), name, g[1], r[1],
-                   g[1] / r[1], g[2], r[2], g[2] / r[2]);
+            printf("%-8s %-10s %8.2f %7.2f %6.3f %8.2f %7.2f %6.3f %7.2f %7.2f %6.3f\n", pt_dtype_name(t), name,
+                   g[1], r[1], g[1] / r[1], g[2], r[2], g[2] / r[2], g[0], r[0], g[0] / r[0]);
             fflush(stdout);
         }
         if (a.secs > 0) {
             gbs[i] = a.bytes / a.secs / 1e9;
             ratio[i] = a.rsecs / a.secs;
+            cratio[i] = c.rsecs / c.secs;
             all_bytes += a.bytes;
             all_rsecs += a.rsecs;
-            printf("%-8s 2 thr both %6.2f GB/s, read %.2f GB/s, ratio %.3f\n", pt_dtype_name(t), gbs[i],
-                   a.bytes / a.rsecs / 1e9, ratio[i]);
+            printf("%-8s 2 thr both %6.2f GB/s, read %.2f GB/s, ratio %.3f; cpu1 ratio %.3f\n", pt_dtype_name(t),
+                   gbs[i], a.bytes / a.rsecs / 1e9, ratio[i], cratio[i]);
         }
     }
     return all_rsecs > 0 ? all_bytes / all_rsecs / 1e9 : 0;
 }
 
-// " q4_k_gemv_gbs=… q4_k_gemv_ratio=…" for every type of the set ("na"
-// for a skipped one).
-static void print_type_keys(const type_set *ts, const double *gbs, const double *ratio)
+// " q4_k_gemv_gbs=… q4_k_gemv_ratio=… q4_k_gemv_cpu1_ratio=…" for every
+// type of the set ("na" for a skipped one).
+static void print_type_keys(const type_set *ts, const double *gbs, const double *ratio, const double *cratio)
 {
     for (int i = 0; i < ts->n; i++) {
         const char *n = pt_dtype_name(ts->t[i]);
         if (ratio[i] < 0)
-            printf(" %s_gemv_gbs=na %s_gemv_ratio=na", n, n);
+            printf(" %s_gemv_gbs=na %s_gemv_ratio=na %s_gemv_cpu1_ratio=na", n, n, n);
         else
-            printf(" %s_gemv_gbs=%.2f %s_gemv_ratio=%.3f", n, gbs[i], n, ratio[i]);
+            printf(" %s_gemv_gbs=%.2f %s_gemv_ratio=%.3f %s_gemv_cpu1_ratio=%.3f", n, gbs[i], n, ratio[i], n,
+                   cratio[i]);
     }
     printf("\n");
 }
@@ -648,18 +682,18 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < ws / 8; i++)
             buf[i] = i;
         for (int th = 1; th <= 2; th++) {
-            membw[th] = stream_read_gbs(buf, ws / 8, th, min_s);
+            membw[th] = stream_read_gbs(buf, ws / 8, th, min_s, NULL);
             printf("read bandwidth (%d thread%s): %.2f GB/s\n", th, th > 1 ? "s" : "", membw[th]);
         }
         free(buf);
     }
 
-    static double tgbs[MAXT], tratio[MAXT];
+    static double tgbs[MAXT], tratio[MAXT], tcratio[MAXT];
     if (types_only) {
-        double bw = bench_types(&ts, ws, min_s, tgbs, tratio);
+        double bw = bench_types(&ts, ws, min_s, tgbs, tratio, tcratio);
         printf("\nload average at end: %.2f\n", loadavg());
         printf("\nRESULT membw_gbs=%.2f", bw > 0 ? bw : membw[2]);
-        print_type_keys(&ts, tgbs, tratio);
+        print_type_keys(&ts, tgbs, tratio, tcratio);
         return 0;
     }
 
@@ -712,7 +746,7 @@ int main(int argc, char **argv)
                 fflush(stdout);
             }
 
-    bench_types(&ts, ws, min_s, tgbs, tratio);
+    bench_types(&ts, ws, min_s, tgbs, tratio, tcratio);
 
     // RESULT: 2 threads, the large shapes together; the read bandwidth is
     // the one measured alongside those GEMV runs (same buffers, same time)
@@ -727,6 +761,6 @@ int main(int argc, char **argv)
     printf("\nRESULT membw_gbs=%.2f gemv_q4_0_gbs=%.2f gemv_q4_0_ratio=%.3f gemv_q8_0_gbs=%.2f "
            "gemv_q8_0_ratio=%.3f",
            bw, q4, q4 / r4, q8, q8 / r8);
-    print_type_keys(&ts, tgbs, tratio);
+    print_type_keys(&ts, tgbs, tratio, tcratio);
     return 0;
 }
