@@ -18,9 +18,11 @@ float pt_vdot_q2_k_avx2(const void *w, const void *xq, int64_t n);
 #endif
 #if defined(__x86_64__)
 float pt_vdot_q2_k_avx512(const void *w, const void *xq, int64_t n);
+float pt_vdot_q2_k_avx512zmm(const void *w, const void *xq, int64_t n); // zmm rows (AMD); tests
 void pt_vdot4_q2_k_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out);
 #else
 #define pt_vdot_q2_k_avx512 NULL
+#define pt_vdot_q2_k_avx512zmm NULL
 #define pt_vdot4_q2_k_avx512 NULL
 #endif
 void pt_deq_q3_k(const void *src, float *y, int64_t n);
@@ -32,8 +34,10 @@ float pt_vdot_q3_k_avx2(const void *w, const void *xq, int64_t n);
 #endif
 #if defined(__x86_64__)
 float pt_vdot_q3_k_avx512(const void *w, const void *xq, int64_t n);
+float pt_vdot_q3_k_avx512zmm(const void *w, const void *xq, int64_t n); // zmm rows (AMD); tests
 #else
 #define pt_vdot_q3_k_avx512 NULL
+#define pt_vdot_q3_k_avx512zmm NULL
 #endif
 void pt_deq_q4_k(const void *src, float *y, int64_t n);
 float pt_vdot_q4_k_scalar(const void *w, const void *xq, int64_t n);
@@ -44,9 +48,11 @@ float pt_vdot_q4_k_avx2(const void *w, const void *xq, int64_t n);
 #endif
 #if defined(__x86_64__)
 float pt_vdot_q4_k_avx512(const void *w, const void *xq, int64_t n);
+float pt_vdot_q4_k_avx512zmm(const void *w, const void *xq, int64_t n); // zmm rows (AMD); tests
 void pt_vdot4_q4_k_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out);
 #else
 #define pt_vdot_q4_k_avx512 NULL
+#define pt_vdot_q4_k_avx512zmm NULL
 #define pt_vdot4_q4_k_avx512 NULL
 #endif
 void pt_deq_q5_k(const void *src, float *y, int64_t n);
@@ -58,8 +64,10 @@ float pt_vdot_q5_k_avx2(const void *w, const void *xq, int64_t n);
 #endif
 #if defined(__x86_64__)
 float pt_vdot_q5_k_avx512(const void *w, const void *xq, int64_t n);
+float pt_vdot_q5_k_avx512zmm(const void *w, const void *xq, int64_t n); // zmm rows (AMD); tests
 #else
 #define pt_vdot_q5_k_avx512 NULL
+#define pt_vdot_q5_k_avx512zmm NULL
 #endif
 void pt_deq_q6_k(const void *src, float *y, int64_t n);
 float pt_vdot_q6_k_scalar(const void *w, const void *xq, int64_t n);
@@ -70,9 +78,11 @@ float pt_vdot_q6_k_avx2(const void *w, const void *xq, int64_t n);
 #endif
 #if defined(__x86_64__)
 float pt_vdot_q6_k_avx512(const void *w, const void *xq, int64_t n);
+float pt_vdot_q6_k_avx512zmm(const void *w, const void *xq, int64_t n); // zmm rows (AMD); tests
 void pt_vdot4_q6_k_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out);
 #else
 #define pt_vdot_q6_k_avx512 NULL
+#define pt_vdot_q6_k_avx512zmm NULL
 #define pt_vdot4_q6_k_avx512 NULL
 #endif
 

@@ -17,8 +17,12 @@
 
 #if defined(__x86_64__)
 #include <assert.h>
+#include <cpuid.h>
 #include <immintrin.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <math.h>
 #include <string.h>
 
@@ -372,8 +376,8 @@ TGT2 float pt_vdot_q6_k_avx2(const void *w, const void *xq, int64_t n)
 // maddubs then vpdpwssd (int16 pairs times the scale, added into int32)
 // replaces AVX2's maddubs + madd + add. The scale vector of each register
 // comes from one vpermw of the super-block's int16 scales.
-// These zmm kernels serve the 4-vector products (vdot4); the GEMV rows
-// (vdot) of every K type run on ymm (AVX-512VL, below).
+// These zmm rows (pt_vdot_*_avx512zmm) are what the avx512 entries below
+// run on AMD CPUs; on Intel the ymm rows of the next section (see there).
 
 // Constant vectors as tables (loaded as memory operands; built in
 // registers they were rematerialised inside the loops).
@@ -382,6 +386,10 @@ TGT2 float pt_vdot_q6_k_avx2(const void *w, const void *xq, int64_t n)
 static const int16_t cnt_tab[4][32] __attribute__((aligned(64))) = {
     HALVES16(0, 4), HALVES16(0, 2), HALVES16(4, 6), HALVES16(4, 2)};
 enum { CNT_0_4, CNT_0_2, CNT_4_6, CNT_4_2 };
+#define BITS32(a) a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a
+// bytes: bit 2k in the low half, bit 2k + 1 in the high half
+static const uint8_t bitpair[4][64] __attribute__((aligned(64))) = {
+    {BITS32(0x01), BITS32(0x02)}, {BITS32(0x04), BITS32(0x08)}, {BITS32(0x10), BITS32(0x20)}, {BITS32(0x40), BITS32(0x80)}};
 
 TGT5I __m512i cnt_vec(int k)
 {
@@ -415,6 +423,15 @@ TGT5I __m512i sc_index(int base, int per)
 TGT5I __m512i dot_sc_512(__m512i acc, __m512i q, const int8_t *x, __m512i sc)
 {
     return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(q, _mm512_loadu_si512(x)), sc);
+}
+
+// Q3_K's register product with the +4 offset taken off in int16 (see
+// dot_sc_off4_avx2)
+TGT5I __m512i dot_sc_off4_512(__m512i acc, __m512i q, const int8_t *x, __m512i sc)
+{
+    const __m512i xv = _mm512_loadu_si512(x);
+    const __m512i p = _mm512_sub_epi16(_mm512_maddubs_epi16(q, xv), _mm512_maddubs_epi16(_mm512_set1_epi8(4), xv));
+    return _mm512_dpwssd_epi32(acc, p, sc);
 }
 
 TGT5I __m256i fold512(__m512i s0, __m512i s1)
@@ -463,9 +480,20 @@ TGT5I sb_sums q4k_sums_x_512(const q4k_w512 *u, const block_q8_K *x)
     return (sb_sums){fold512(s0, s1), _mm256_castsi128_si256(mprod)};
 }
 
+TGT5I sb_sums sums_q4_k_512(const pt_blk_q4_k *b, const block_q8_K *x)
+{
+    const q4k_w512 u = q4k_unpack_512(b);
+    return q4k_sums_x_512(&u, x);
+}
+
+TGT5 float pt_vdot_q4_k_avx512zmm(const void *w, const void *xq, int64_t n)
+{
+    K_ROW_LOOP(pt_blk_q4_k, sums_q4_k_512, 2, dmin)
+}
+
 // One Q4_K row times 4 activation rows (xq + j * ldx): each output is
-// pt_vdot_q4_k_avx512's, bit for bit (the same exact integer sums and the
-// same f32 steps per activation row); the weights are unpacked once for the 4.
+// pt_vdot_q4_k_avx512's, bit for bit (the same integer sums and the same
+// f32 steps per activation row); the weights are unpacked once for the 4.
 TGT5 void pt_vdot4_q4_k_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out)
 {
     assert(n % QK_K == 0);
@@ -492,6 +520,36 @@ TGT5 void pt_vdot4_q4_k_avx512(const void *w, const void *xq, size_t ldx, int64_
         const __m128 t = _mm_add_ps(am[j], _mm_movehl_ps(am[j], am[j]));
         out[j] = hsum8_ps(acc[j]) + _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
     }
+}
+
+TGT5I sb_sums sums_q5_k_512(const pt_blk_q5_k *b, const block_q8_K *x)
+{
+    const __m512i m4 = _mm512_set1_epi8(0xF), m16 = _mm512_set1_epi8(16);
+    const __m256i sm = k4_scales16(b->scales);
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+    const __m128i bs2 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bs2);
+    const __m512i sc = _mm512_castsi256_si512(sm);
+    const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qh));
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    #pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        // fifth bits: bit 2c for the low half of the register, 2c + 1 for the high
+        const __mmask64 k = _mm512_test_epi8_mask(hb, _mm512_load_si512(bitpair[c]));
+        __m512i q = _mm512_and_si512(bcast_shift(b->qs + 32 * c, CNT_0_4), m4);
+        q = _mm512_mask_add_epi8(q, k, q, m16);
+        const __m512i scv = _mm512_permutexvar_epi16(sc_index(2 * c, 16), sc);
+        if (c % 2 == 0)
+            s0 = dot_sc_512(s0, q, x->qs + 64 * c, scv);
+        else
+            s1 = dot_sc_512(s1, q, x->qs + 64 * c, scv);
+    }
+    return (sb_sums){fold512(s0, s1), _mm256_castsi128_si256(mprod)};
+}
+
+TGT5 float pt_vdot_q5_k_avx512zmm(const void *w, const void *xq, int64_t n)
+{
+    K_ROW_LOOP(pt_blk_q5_k, sums_q5_k_512, 3, dmin)
 }
 
 // 16-value-block types: the register of values 64p .. 64p + 63 holds
@@ -544,6 +602,17 @@ TGT5I sb_sums q2k_sums_x_512(const q2k_w512 *u, const block_q8_K *x)
     return (sb_sums){sums16_x_512(u->q, u->sc, x->qs), mprod};
 }
 
+TGT5I sb_sums sums_q2_k_512(const pt_blk_q2_k *b, const block_q8_K *x)
+{
+    const q2k_w512 u = q2k_unpack_512(b);
+    return q2k_sums_x_512(&u, x);
+}
+
+TGT5 float pt_vdot_q2_k_avx512zmm(const void *w, const void *xq, int64_t n)
+{
+    K_ROW_LOOP(pt_blk_q2_k, sums_q2_k_512, 1, dmin)
+}
+
 // One Q2_K row times 4 activation rows (see pt_vdot4_q4_k_avx512).
 TGT5 void pt_vdot4_q2_k_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out)
 {
@@ -566,6 +635,34 @@ TGT5 void pt_vdot4_q2_k_avx512(const void *w, const void *xq, size_t ldx, int64_
     }
     for (int j = 0; j < 4; j++)
         out[j] = hsum8_ps(acc[j]);
+}
+
+TGT5I sb_sums sums_q3_k_512(const pt_blk_q3_k *b, const block_q8_K *x)
+{
+    const __m512i m3 = _mm512_set1_epi8(3), m4b = _mm512_set1_epi8(4);
+    const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(q3k_scales8(b)));
+    const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->hmask));
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    #pragma GCC unroll 4
+    for (int p = 0; p < 4; p++) {
+        // values 64p .. 64p + 63: half h = p / 2, low-bit shifts 4(p%2) and +2,
+        // high bits k = 2p and 2p + 1
+        const int h = p / 2;
+        const __mmask64 k = _mm512_test_epi8_mask(hm, _mm512_load_si512(bitpair[p]));
+        __m512i q = _mm512_and_si512(bcast_shift(b->qs + 32 * h, p % 2 ? CNT_4_6 : CNT_0_2), m3);
+        q = _mm512_mask_add_epi8(q, k, q, m4b);
+        const __m512i scv = _mm512_permutexvar_epi16(sc_index(4 * p, 8), sc);
+        if (p % 2 == 0)
+            s0 = dot_sc_off4_512(s0, q, x->qs + 64 * p, scv);
+        else
+            s1 = dot_sc_off4_512(s1, q, x->qs + 64 * p, scv);
+    }
+    return (sb_sums){fold512(s0, s1), _mm256_setzero_si256()};
+}
+
+TGT5 float pt_vdot_q3_k_avx512zmm(const void *w, const void *xq, int64_t n)
+{
+    K_ROW_LOOP(pt_blk_q3_k, sums_q3_k_512, 0, d)
 }
 
 // Q6_K: per half h, ql[64h .. 64h + 63] in one register: its low nibbles
@@ -608,6 +705,17 @@ TGT5I sb_sums q6k_sums_x_512(const q6k_w512 *u, const block_q8_K *x)
                      _mm256_setzero_si256()};
 }
 
+TGT5I sb_sums sums_q6_k_512(const pt_blk_q6_k *b, const block_q8_K *x)
+{
+    const q6k_w512 u = q6k_unpack_512(b);
+    return q6k_sums_x_512(&u, x);
+}
+
+TGT5 float pt_vdot_q6_k_avx512zmm(const void *w, const void *xq, int64_t n)
+{
+    K_ROW_LOOP(pt_blk_q6_k, sums_q6_k_512, 0, d)
+}
+
 // One Q6_K row times 4 activation rows (see pt_vdot4_q4_k_avx512).
 TGT5 void pt_vdot4_q6_k_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out)
 {
@@ -640,11 +748,11 @@ TGT5 void pt_vdot4_q6_k_avx512(const void *w, const void *xq, size_t ldx, int64_
 // cores (Emerald Rapids measured, docs/kernels.md) port 1's vector ALU is
 // closed while 512-bit uops are in flight, and these kernels are
 // throughput-bound on the vector ports, so three ports of ymm beat two of
-// zmm (in cache, 1 thread, Emerald Rapids: ns per super-block Q4_K
+// zmm on Intel (in cache, 1 thread, Emerald Rapids: ns per super-block Q4_K
 // 8.4 -> 6.3, Q2_K 7.2 -> 5.4, Q6_K 7.7 -> 7.3, Q5_K 9.7 -> 8.1, Q3_K
-// 8.7 -> 8.3; docs/kernels.md). The zmm kernels stay for
-// the 4-vector products (vdot4), where the weight unpacking is shared by
-// four activation rows.
+// 8.7 -> 8.3; docs/kernels.md). The zmm rows stay for AMD (entries
+// below) and the zmm kernels for the 4-vector products (vdot4), where the
+// weight unpacking is shared by four activation rows.
 
 TGT5I __m256i dot_sc_vl(__m256i acc, __m256i q, const int8_t *x, __m256i sc)
 {
@@ -721,7 +829,7 @@ TGT5I sb_sums sums_q4_k_vl(const pt_blk_q4_k *b, const block_q8_K *x)
     return (sb_sums){_mm256_add_epi32(s0, s1), _mm256_castsi128_si256(mprod)};
 }
 
-TGT5 float pt_vdot_q4_k_avx512(const void *w, const void *xq, int64_t n)
+static TGT5 float vdot_q4_k_vl(const void *w, const void *xq, int64_t n)
 {
     K_ROW_LOOP_DM(pt_blk_q4_k, sums_q4_k_vl, 2)
 }
@@ -750,7 +858,7 @@ TGT5I sb_sums sums_q2_k_vl(const pt_blk_q2_k *b, const block_q8_K *x)
     return (sb_sums){_mm256_add_epi32(s0, s1), mprod};
 }
 
-TGT5 float pt_vdot_q2_k_avx512(const void *w, const void *xq, int64_t n)
+static TGT5 float vdot_q2_k_vl(const void *w, const void *xq, int64_t n)
 {
     K_ROW_LOOP_DM(pt_blk_q2_k, sums_q2_k_vl, 1)
 }
@@ -783,7 +891,7 @@ TGT5I sb_sums sums_q6_k_vl(const pt_blk_q6_k *b, const block_q8_K *x)
     return (sb_sums){_mm256_sub_epi32(_mm256_add_epi32(s0, s1), _mm256_slli_epi32(off, 5)), _mm256_setzero_si256()};
 }
 
-TGT5 float pt_vdot_q6_k_avx512(const void *w, const void *xq, int64_t n)
+static TGT5 float vdot_q6_k_vl(const void *w, const void *xq, int64_t n)
 {
     K_ROW_LOOP(pt_blk_q6_k, sums_q6_k_vl, 0, d)
 }
@@ -811,7 +919,7 @@ TGT5I sb_sums sums_q5_k_vl(const pt_blk_q5_k *b, const block_q8_K *x)
     return (sb_sums){_mm256_add_epi32(s0, s1), _mm256_castsi128_si256(mprod)};
 }
 
-TGT5 float pt_vdot_q5_k_avx512(const void *w, const void *xq, int64_t n)
+static TGT5 float vdot_q5_k_vl(const void *w, const void *xq, int64_t n)
 {
     K_ROW_LOOP(pt_blk_q5_k, sums_q5_k_vl, 3, dmin)
 }
@@ -847,9 +955,47 @@ TGT5I sb_sums sums_q3_k_vl(const pt_blk_q3_k *b, const block_q8_K *x)
     return (sb_sums){_mm256_add_epi32(s0, s1), _mm256_setzero_si256()};
 }
 
-TGT5 float pt_vdot_q3_k_avx512(const void *w, const void *xq, int64_t n)
+static TGT5 float vdot_q3_k_vl(const void *w, const void *xq, int64_t n)
 {
     K_ROW_LOOP(pt_blk_q3_k, sums_q3_k_vl, 0, d)
 }
+
+
+// ---- AVX-512 entries: zmm or ymm rows -------------------------------------
+//
+// Which of the two bit-identical row kernels a CPU runs: the ymm ones on
+// Intel (measured faster there: port 1's vector ALU closes while 512-bit
+// uops are in flight), the zmm ones on AMD, where 512-bit uops close no
+// port (Zen 4 splits them in two; Zen 5 has full-width units) and the zmm
+// rows were the ones measured on Zen 4 (the ymm rows are not measured on
+// AMD yet). PETREL_KQ_ZMM=1 / 0 in the environment forces either (A/B).
+static _Atomic int g_kq_zmm = -1; // -1: not decided yet
+
+static bool kq_zmm(void)
+{
+    int v = atomic_load_explicit(&g_kq_zmm, memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("PETREL_KQ_ZMM");
+        if (e && (e[0] == '0' || e[0] == '1'))
+            v = e[0] == '1';
+        else {
+            unsigned a, b, c, d;
+            v = __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u; // "AuthenticAMD"
+        }
+        atomic_store_explicit(&g_kq_zmm, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+#define K_ENTRY(t)                                                                                   \
+    TGT5 float pt_vdot_##t##_avx512(const void *w, const void *xq, int64_t n)                        \
+    {                                                                                                \
+        return kq_zmm() ? pt_vdot_##t##_avx512zmm(w, xq, n) : vdot_##t##_vl(w, xq, n);               \
+    }
+K_ENTRY(q2_k)
+K_ENTRY(q3_k)
+K_ENTRY(q4_k)
+K_ENTRY(q5_k)
+K_ENTRY(q6_k)
 
 #endif

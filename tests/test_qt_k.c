@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "kernels/matmul.h"
+#include "kernels/qt_k.h"
 #include "kernels/qtypes.h"
 #include "kernels/qt_legacy.h"
 #include "testutil.h"
@@ -128,6 +129,20 @@ static bool path_ok(int path)
     return path == PT_QPATH_SCALAR;
 }
 
+// The zmm row kernel of a K type (NULL: none, or not x86).
+static pt_vdot_fn zmm_row(pt_dtype t)
+{
+    switch (t) {
+    case PT_Q2_K: return pt_vdot_q2_k_avx512zmm;
+    case PT_Q3_K: return pt_vdot_q3_k_avx512zmm;
+    case PT_Q4_K: return pt_vdot_q4_k_avx512zmm;
+    case PT_Q5_K: return pt_vdot_q5_k_avx512zmm;
+    case PT_Q6_K: return pt_vdot_q6_k_avx512zmm;
+    default: return NULL;
+    }
+}
+static int zmm_checked; // cases in which the zmm rows ran
+
 // One case: scalar vdot against the float reference, every path against
 // the scalar one, bit for bit.
 static void check_case(const tinfo *ti, int64_t n, int wmode, int xmode)
@@ -173,6 +188,16 @@ static void check_case(const tinfo *ti, int64_t n, int wmode, int xmode)
                   "%s n=%lld w%d x%d: path %d %.9g != scalar %.9g", pt_dtype_name(ti->t), (long long)n, wmode,
                   xmode, p, g, got);
     }
+    // the AVX-512 entry runs the zmm rows on AMD and the ymm rows on Intel
+    // (qt_k_x86.c); the one it does not pick here must match as well
+    const pt_vdot_fn zmm = zmm_row(ti->t);
+    if (zmm && path_ok(PT_QPATH_AVX512)) {
+        const float g = zmm(w, xq, n);
+        cr_assert(fbits(g) == fbits(got) || (isnan(g) && isnan(got)),
+                  "%s n=%lld w%d x%d: zmm rows %.9g != scalar %.9g", pt_dtype_name(ti->t), (long long)n, wmode,
+                  xmode, g, got);
+        zmm_checked++;
+    }
     free(w); free(x); free(wd); free(xq);
 }
 
@@ -185,6 +210,8 @@ Test(qt_vdot, scalar_vs_float_and_paths_bit_exact)
                 for (int xm = 0; xm < 3; xm++)
                     for (int rep = 0; rep < 3; rep++)
                         check_case(&types[k], lens[l], wm, xm);
+    if (path_ok(PT_QPATH_AVX512)) // every K type's zmm rows ran, on any AVX-512 CPU
+        cr_assert(zmm_checked >= 5 * 8 * 27, "zmm rows ran in %d cases", zmm_checked);
 }
 
 // 32-value types also at lengths that are not multiples of 256 (tails of
