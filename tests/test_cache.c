@@ -13,71 +13,39 @@
 #include "cache/usage.h"
 #include "io/reader.h"
 #include "tests/testutil.h"
+#include "tests/testutil/tu_ecache.h"
 
 #define NE 4
 static unsigned char byte_at(uint64_t pos) { return (unsigned char)((pos * 2654435761u) >> 11); }
 
 typedef struct fx {
-    char *dir, *path;
-    pt_reader *rd;
+    tu_ecache_file file;
     pt_ecache_layer_src src[2];
 } fx;
 
 // Two MoE layers of NE experts; slices of 5000/6000/7000 bytes at odd offsets.
 static void fx_open(fx *f, int io)
 {
-    f->dir = tu_tmpdir("cache");
-    f->path = malloc(strlen(f->dir) + 16);
-    sprintf(f->path, "%s/m.bin", f->dir);
     const uint64_t bytes[3] = {5000, 6000, 7000};
-    memset(f->src, 0, sizeof f->src); // (fields not set here keep their defaults, e.g. stride)
     uint64_t off = 100;
-    for (int l = 0; l < 2; l++) {
-        f->src[l].n_expert = NE;
-        for (int k = 0; k < 3; k++) {
-            f->src[l].off[k] = off;
-            f->src[l].bytes[k] = bytes[k];
-            off += bytes[k] * NE + 12;
-        }
-    }
-    FILE *o = fopen(f->path, "wb");
-    for (uint64_t i = 0; i < off + 50; i++)
-        fputc(byte_at(i), o);
-    fclose(o);
-    pt_err err;
-    pt_reader_cfg rc = {.path = f->path, .mode = io};
-    f->rd = pt_reader_open(&rc, &err);
-    cr_assert(f->rd, "%s", err.msg);
+    for (int l = 0; l < 2; l++)
+        off = tu_ecache_layer(&f->src[l], NE, off, bytes, 12);
+    tu_ecache_file_open(&f->file, "cache", off + 50, byte_at, (pt_io_mode)io);
 }
 
-static void fx_close(fx *f)
-{
-    pt_reader_close(f->rd);
-    tu_rmrf(f->dir);
-    free(f->dir);
-    free(f->path);
-}
+static void fx_close(fx *f) { tu_ecache_file_close(&f->file); }
 
 static pt_ecache *mk(fx *f, int slots, uint64_t budget, const int32_t *hot, int n_hot)
 {
     pt_err err;
-    pt_ecache_cfg cfg = {.reader = f->rd, .path = f->path, .n_layers = 2, .layers = f->src,
+    pt_ecache_cfg cfg = {.reader = f->file.rd, .path = f->file.path, .n_layers = 2, .layers = f->src,
                          .slots_per_layer = slots, .budget_bytes = budget, .hot = hot, .n_hot = n_hot};
     pt_ecache *c = pt_ecache_new(&cfg, &err);
     cr_assert(c, "%s", err.msg);
     return c;
 }
 
-static void check_bytes(fx *f, int l, int e, const void *w[3])
-{
-    for (int k = 0; k < 3; k++) {
-        const unsigned char *p = w[k];
-        uint64_t o = f->src[l].off[k] + (uint64_t)e * f->src[l].bytes[k];
-        for (uint64_t j = 0; j < f->src[l].bytes[k]; j++)
-            cr_assert_eq(p[j], byte_at(o + j), "layer %d expert %d slice %d byte %llu", l, e, k,
-                         (unsigned long long)j);
-    }
-}
+static void check_bytes(fx *f, int l, int e, const void *w[3]) { tu_ecache_check_slices(&f->src[l], l, e, w, byte_at); }
 
 static void get(pt_ecache *c, fx *f, int l, int e)
 {
@@ -210,7 +178,7 @@ Test(cache, usage_file_round_trip_and_hot_pick)
 static int cycle_hits(fx *f, bool no_next)
 {
     pt_err err;
-    pt_ecache_cfg cfg = {.reader = f->rd, .path = f->path, .n_layers = 2, .layers = f->src,
+    pt_ecache_cfg cfg = {.reader = f->file.rd, .path = f->file.path, .n_layers = 2, .layers = f->src,
                          .slots_per_layer = 2, .halflife = 1000, .n_used = 1, .no_next = no_next};
     pt_ecache *c = pt_ecache_new(&cfg, &err);
     cr_assert(c, "%s", err.msg);
@@ -250,7 +218,7 @@ Test(cache, prefetch_confidence_cut_learns_from_outcomes)
     fx f;
     fx_open(&f, PT_IO_BUFFERED);
     pt_err err;
-    pt_ecache_cfg cfg = {.reader = f.rd, .path = f.path, .n_layers = 2, .layers = f.src,
+    pt_ecache_cfg cfg = {.reader = f.file.rd, .path = f.file.path, .n_layers = 2, .layers = f.src,
                          .slots_per_layer = 2, .halflife = 32, .n_used = 1};
     pt_ecache *c = pt_ecache_new(&cfg, &err);
     cr_assert(c, "%s", err.msg);

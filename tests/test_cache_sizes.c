@@ -12,6 +12,7 @@
 #include "cache/ecache.h"
 #include "io/reader.h"
 #include "tests/testutil.h"
+#include "tests/testutil/tu_ecache.h"
 
 #define NL 3
 #define NE 6
@@ -19,8 +20,7 @@
 static unsigned char byte_at(uint64_t pos) { return (unsigned char)((pos * 2654435761u) >> 13); }
 
 typedef struct fx {
-    char *dir, *path;
-    pt_reader *rd;
+    tu_ecache_file file;
     pt_ecache_layer_src src[NL];
 } fx;
 
@@ -29,14 +29,11 @@ typedef struct fx {
 static void fx_open(fx *f)
 {
     memset(f, 0, sizeof *f);
-    f->dir = tu_tmpdir("cachesz");
-    f->path = malloc(strlen(f->dir) + 16);
-    sprintf(f->path, "%s/m.bin", f->dir);
     const uint64_t bytes[NL][3] = {{5000, 5000, 9000}, {20000, 20000, 12000}, {3000, 3000, 50000}};
     uint64_t off = 100;
     for (int l = 0; l < NL; l++) {
-        f->src[l].n_expert = NE;
         if (l == 2) { // fused: expert e = [gate | up] at e * 2 * 3000
+            f->src[l].n_expert = NE;
             f->src[l].off[0] = off;
             f->src[l].off[1] = off + bytes[l][0];
             f->src[l].stride[0] = f->src[l].stride[1] = 2 * bytes[l][0];
@@ -47,43 +44,19 @@ static void fx_open(fx *f)
             off += bytes[l][2] * NE + 12;
             continue;
         }
-        for (int k = 0; k < 3; k++) {
-            f->src[l].off[k] = off;
-            f->src[l].bytes[k] = bytes[l][k];
-            off += bytes[l][k] * NE + 12;
-        }
+        off = tu_ecache_layer(&f->src[l], NE, off, bytes[l], 12);
     }
-    FILE *o = fopen(f->path, "wb");
-    for (uint64_t i = 0; i < off + 50; i++)
-        fputc(byte_at(i), o);
-    fclose(o);
-    pt_err err;
-    pt_reader_cfg rc = {.path = f->path, .mode = PT_IO_POOL};
-    f->rd = pt_reader_open(&rc, &err);
-    cr_assert(f->rd, "%s", err.msg);
+    tu_ecache_file_open(&f->file, "cachesz", off + 50, byte_at, PT_IO_POOL);
 }
 
-static void fx_close(fx *f)
-{
-    pt_reader_close(f->rd);
-    tu_rmrf(f->dir);
-    free(f->dir);
-    free(f->path);
-}
+static void fx_close(fx *f) { tu_ecache_file_close(&f->file); }
 
 static void get(pt_ecache *c, fx *f, int l, int e)
 {
     const void *w[3];
     pt_err err;
     cr_assert_eq(pt_ecache_acquire(c, l, e, w, &err), 0, "%s", err.msg);
-    for (int k = 0; k < 3; k++) {
-        const uint64_t stride = f->src[l].stride[k] ? f->src[l].stride[k] : f->src[l].bytes[k];
-        const uint64_t o = f->src[l].off[k] + (uint64_t)e * stride;
-        const unsigned char *p = w[k];
-        for (uint64_t j = 0; j < f->src[l].bytes[k]; j++)
-            cr_assert_eq(p[j], byte_at(o + j), "layer %d expert %d slice %d byte %llu", l, e, k,
-                         (unsigned long long)j);
-    }
+    tu_ecache_check_slices(&f->src[l], l, e, w, byte_at);
     pt_ecache_release(c, l, e);
 }
 
@@ -100,7 +73,7 @@ Test(cache_sizes, unequal_slots_share_the_budget)
               (unsigned long long)sb[0], (unsigned long long)sb[1], (unsigned long long)sb[2]);
     const uint64_t budget = min + 2 * sb[1]; // a few slots more than one per layer
     pt_err err;
-    pt_ecache_cfg cfg = {.reader = f.rd, .path = f.path, .n_layers = NL, .layers = f.src, .budget_bytes = budget};
+    pt_ecache_cfg cfg = {.reader = f.file.rd, .path = f.file.path, .n_layers = NL, .layers = f.src, .budget_bytes = budget};
     pt_ecache *c = pt_ecache_new(&cfg, &err);
     cr_assert(c, "%s", err.msg);
     for (int l = 0; l < NL; l++)

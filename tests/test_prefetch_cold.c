@@ -16,50 +16,27 @@
 #include "io/reader.h"
 #include "petrel.h"
 #include "tests/testutil.h"
+#include "tests/testutil/tu_ecache.h"
 
 #define NE 4
 #define SLICE 4096
 
 typedef struct fx {
-    char *dir, *path;
-    pt_reader *rd;
+    tu_ecache_file file;
     pt_ecache_layer_src src[2];
 } fx;
 
 // Two MoE layers of NE experts, slices of SLICE bytes of zeros.
 static void fx_open(fx *f)
 {
-    f->dir = tu_tmpdir("pfcold");
-    f->path = malloc(strlen(f->dir) + 16);
-    sprintf(f->path, "%s/m.bin", f->dir);
-    memset(f->src, 0, sizeof f->src);
+    const uint64_t bytes[3] = {SLICE, SLICE, SLICE};
     uint64_t off = 0;
-    for (int l = 0; l < 2; l++) {
-        f->src[l].n_expert = NE;
-        for (int k = 0; k < 3; k++) {
-            f->src[l].off[k] = off;
-            f->src[l].bytes[k] = SLICE;
-            off += (uint64_t)SLICE * NE;
-        }
-    }
-    FILE *o = fopen(f->path, "wb");
-    cr_assert(o);
-    for (uint64_t i = 0; i < off; i++)
-        fputc(0, o);
-    fclose(o);
-    pt_err err;
-    pt_reader_cfg rc = {.path = f->path, .mode = PT_IO_BUFFERED};
-    f->rd = pt_reader_open(&rc, &err);
-    cr_assert(f->rd, "%s", err.msg);
+    for (int l = 0; l < 2; l++)
+        off = tu_ecache_layer(&f->src[l], NE, off, bytes, 0);
+    tu_ecache_file_open(&f->file, "pfcold", off, NULL, PT_IO_BUFFERED);
 }
 
-static void fx_close(fx *f)
-{
-    pt_reader_close(f->rd);
-    tu_rmrf(f->dir);
-    free(f->dir);
-    free(f->path);
-}
+static void fx_close(fx *f) { tu_ecache_file_close(&f->file); }
 
 // One decode step of layer l using expert e: demand, wait, release.
 static void use(pt_ecache *c, int l, int e)
@@ -87,7 +64,7 @@ Test(prefetch_cold, no_reads_while_the_cache_holds_the_working_set)
     pt_err err;
     // Two slots a layer; plain decayed counts (no next-aware victim bar:
     // the cold check alone decides).
-    pt_ecache_cfg cfg = {.reader = f.rd, .path = f.path, .n_layers = 2, .layers = f.src,
+    pt_ecache_cfg cfg = {.reader = f.file.rd, .path = f.file.path, .n_layers = 2, .layers = f.src,
                          .slots_per_layer = 2, .halflife = 32, .n_used = 1, .no_next = true};
     pt_ecache *c = pt_ecache_new(&cfg, &err);
     cr_assert(c, "%s", err.msg);
