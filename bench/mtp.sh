@@ -58,7 +58,7 @@
 #
 # Environment: BUILD (build dir, default build-mtp), WORK (/work/bench-models),
 # MODEL16 (bench16 file), NGEN (96), PROMPTS (8), PROMPT_LEN (64), REPS (7),
-# NGEN16 (16), PROMPT16 (16), REPS16 (3), PS ("0,0.25,0.5,0.75,0.9,1"),
+# NGEN16 (32), PROMPT16 (16), REPS16 (3), PS ("0,0.25,0.5,0.75,0.9,1"),
 # CAP_GIB (3), CAP_EXTRA_MIB (256), THREADS (2), SKIP_TRAINED=1,
 # SKIP_BENCH16=1, SKIP_RESIDENT16=1, RESIDENT_PRELOAD=1.
 # Needs root for the cgroup cap (without it the capped part runs uncapped
@@ -75,7 +75,7 @@ NGEN=${NGEN:-96}
 PROMPTS=${PROMPTS:-8}
 PROMPT_LEN=${PROMPT_LEN:-64}
 REPS=${REPS:-7}
-NGEN16=${NGEN16:-16}
+NGEN16=${NGEN16:-32}
 PROMPT16=${PROMPT16:-16}
 REPS16=${REPS16:-3}
 PS=${PS:-0,0.25,0.5,0.75,0.9,1}
