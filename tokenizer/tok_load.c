@@ -49,27 +49,48 @@ static json_object *jget(json_object *o, const char *key)
     return v;
 }
 
+// ---- node heads ----------------------------------------------------------------------
+
+// Parses one normalizer / pre-tokenizer / post-processor node n at the
+// field path field (for error messages); 0 or -1 with err set.
+typedef int (*tok_node_fn)(pt_tokenizer *t, json_object *n, const char *field, pt_err *err);
+
+// The part every node parser shares: a null node (n NULL) is nothing (0);
+// a node without a string "type" is an error naming field.type (-1); a
+// "Sequence" node has its array n[key] (an error naming field.key when it
+// is missing or not an array) parsed element by element with parse, in
+// order, each at the field path field.key[i] (0, or -1 at the first
+// failure). Returns 1 with *type set when the caller parses n by its type.
+static int node_head(pt_tokenizer *t, json_object *n, const char *field, const char *key, tok_node_fn parse,
+                     const char **type, pt_err *err)
+{
+    if (!n)
+        return 0;
+    *type = jstr(n, "type");
+    if (!*type)
+        return pt_errf(err, "%s: field '%s.type': missing", t->name, field);
+    if (strcmp(*type, "Sequence"))
+        return 1;
+    json_object *arr = jget(n, key);
+    if (!arr || !json_object_is_type(arr, json_type_array))
+        return pt_errf(err, "%s: field '%s.%s': missing or not an array", t->name, field, key);
+    for (size_t i = 0; i < json_object_array_length(arr); i++) {
+        char sub[256];
+        snprintf(sub, sizeof sub, "%s.%s[%zu]", field, key, i);
+        if (parse(t, json_object_array_get_idx(arr, i), sub, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 // ---- normalizer ----------------------------------------------------------------
 
 static int parse_normalizer(pt_tokenizer *t, json_object *n, const char *field, pt_err *err)
 {
-    if (!n)
-        return 0;
-    const char *type = jstr(n, "type");
-    if (!type)
-        return pt_errf(err, "%s: field '%s.type': missing", t->name, field);
-    if (!strcmp(type, "Sequence")) {
-        json_object *arr = jget(n, "normalizers");
-        if (!arr || !json_object_is_type(arr, json_type_array))
-            return pt_errf(err, "%s: field '%s.normalizers': missing or not an array", t->name, field);
-        for (size_t i = 0; i < json_object_array_length(arr); i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.normalizers[%zu]", field, i);
-            if (parse_normalizer(t, json_object_array_get_idx(arr, i), sub, err) < 0)
-                return -1;
-        }
-        return 0;
-    }
+    const char *type;
+    const int head = node_head(t, n, field, "normalizers", parse_normalizer, &type, err);
+    if (head <= 0)
+        return head;
     tok_norm nm = {0};
     if (!strcmp(type, "NFC")) nm.kind = NORM_NFC;
     else if (!strcmp(type, "NFD")) nm.kind = NORM_NFD;
@@ -122,23 +143,10 @@ static int add_split_regex(pt_tokenizer *t, const char *re, bool literal, int be
 
 static int parse_pretok(pt_tokenizer *t, json_object *n, const char *field, pt_err *err)
 {
-    if (!n)
-        return 0;
-    const char *type = jstr(n, "type");
-    if (!type)
-        return pt_errf(err, "%s: field '%s.type': missing", t->name, field);
-    if (!strcmp(type, "Sequence")) {
-        json_object *arr = jget(n, "pretokenizers");
-        if (!arr || !json_object_is_type(arr, json_type_array))
-            return pt_errf(err, "%s: field '%s.pretokenizers': missing or not an array", t->name, field);
-        for (size_t i = 0; i < json_object_array_length(arr); i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.pretokenizers[%zu]", field, i);
-            if (parse_pretok(t, json_object_array_get_idx(arr, i), sub, err) < 0)
-                return -1;
-        }
-        return 0;
-    }
+    const char *type;
+    const int head = node_head(t, n, field, "pretokenizers", parse_pretok, &type, err);
+    if (head <= 0)
+        return head;
     if (!strcmp(type, "Split")) {
         json_object *pat = jget(n, "pattern");
         const char *re = jstr(pat, "Regex"), *lit = jstr(pat, "String");
@@ -193,25 +201,12 @@ static void post_push(int32_t **v, int *n, int32_t id)
 
 static int parse_post(pt_tokenizer *t, json_object *n, const char *field, pt_err *err)
 {
-    if (!n)
-        return 0;
-    const char *type = jstr(n, "type");
-    if (!type)
-        return pt_errf(err, "%s: field '%s.type': missing", t->name, field);
+    const char *type;
+    const int head = node_head(t, n, field, "processors", parse_post, &type, err);
+    if (head <= 0)
+        return head;
     if (!strcmp(type, "ByteLevel"))
         return 0; // offsets only
-    if (!strcmp(type, "Sequence")) {
-        json_object *arr = jget(n, "processors");
-        if (!arr || !json_object_is_type(arr, json_type_array))
-            return pt_errf(err, "%s: field '%s.processors': missing or not an array", t->name, field);
-        for (size_t i = 0; i < json_object_array_length(arr); i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.processors[%zu]", field, i);
-            if (parse_post(t, json_object_array_get_idx(arr, i), sub, err) < 0)
-                return -1;
-        }
-        return 0;
-    }
     if (!strcmp(type, "BertProcessing") || !strcmp(type, "RobertaProcessing")) {
         json_object *cls = jget(n, "cls"), *sep = jget(n, "sep");
         if (!cls || !sep || json_object_array_length(cls) < 2 || json_object_array_length(sep) < 2)
