@@ -754,6 +754,27 @@ TGT5 void pt_vdot4_q6_k_avx512(const void *w, const void *xq, size_t ldx, int64_
 // below) and the zmm kernels for the 4-vector products (vdot4), where the
 // weight unpacking is shared by four activation rows.
 
+// The ymm rows of Q2_K, Q4_K and Q6_K also use GFNI's gf2p8affineqb as a
+// bit-field extract: one uop for a shift plus mask within each byte
+// (output bits to .. to + w - 1 = input bits s .. s + w - 1, the others 0).
+#define TGTG __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,gfni")))
+#define TGTGI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,gfni"), always_inline)) static inline
+
+// gf2p8affineqb's matrix for that: row 7 - j (byte 7 - j of the qword)
+// picks the input bit of output bit j.
+static inline uint64_t gf_sel(int s, int w, int to)
+{
+    uint64_t a = 0;
+    for (int i = 0; i < w; i++)
+        a |= (uint64_t)(1u << (s + i)) << (8 * (7 - (to + i)));
+    return a;
+}
+
+TGTGI __m256i gf_bits(__m256i v, int s, int w, int to)
+{
+    return _mm256_gf2p8affine_epi64_epi8(v, _mm256_set1_epi64x((long long)gf_sel(s, w, to)), 0);
+}
+
 TGT5I __m256i dot_sc_vl(__m256i acc, __m256i q, const int8_t *x, __m256i sc)
 {
     return _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)x)), sc);
@@ -829,7 +850,7 @@ TGT5I __m128i k4_scale_pairs(__m128i r8, int32_t st[8])
 }
 
 // Q4_K (as sums_q4_k_avx2)
-TGT5I sb_sums sums_q4_k_vl(const pt_blk_q4_k *b, const block_q8_K *x)
+TGTGI sb_sums sums_q4_k_vl(const pt_blk_q4_k *b, const block_q8_K *x)
 {
     const __m256i m4 = _mm256_set1_epi8(0xF);
     const __m256i sm = _mm256_cvtepu8_epi16(k4_scales8_vl(b->scales));
@@ -842,20 +863,20 @@ TGT5I sb_sums sums_q4_k_vl(const pt_blk_q4_k *b, const block_q8_K *x)
     for (int c = 0; c < 4; c++) {
         const __m256i qb = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
         const __m256i ql = _mm256_and_si256(qb, m4);
-        const __m256i qh = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4);
+        const __m256i qh = gf_bits(qb, 4, 4, 0);
         s0 = dot_sc_vl(s0, ql, x->qs + 64 * c, bcast_sc(sc, 2 * c));
         s1 = dot_sc_vl(s1, qh, x->qs + 64 * c + 32, bcast_sc(sc, 2 * c + 1));
     }
     return (sb_sums){_mm256_add_epi32(s0, s1), _mm256_castsi128_si256(mprod)};
 }
 
-static TGT5 float vdot_q4_k_vl(const void *w, const void *xq, int64_t n)
+static TGTG float vdot_q4_k_vl(const void *w, const void *xq, int64_t n)
 {
     K_ROW_LOOP_DM(pt_blk_q4_k, sums_q4_k_vl, 2)
 }
 
 // Q2_K (as sums_q2_k_avx2)
-TGT5I sb_sums sums_q2_k_vl(const pt_blk_q2_k *b, const block_q8_K *x)
+TGTGI sb_sums sums_q2_k_vl(const pt_blk_q2_k *b, const block_q8_K *x)
 {
     const __m256i m3 = _mm256_set1_epi8(3);
     __m128i sc8;
@@ -867,9 +888,7 @@ TGT5I sb_sums sums_q2_k_vl(const pt_blk_q2_k *b, const block_q8_K *x)
         const __m256i qb = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
         const int8_t *xh = x->qs + 128 * h;
         const __m256i q0 = _mm256_and_si256(qb, m3);
-        const __m256i q1 = _mm256_and_si256(_mm256_srli_epi16(qb, 2), m3);
-        const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m3);
-        const __m256i q3 = _mm256_and_si256(_mm256_srli_epi16(qb, 6), m3);
+        const __m256i q1 = gf_bits(qb, 2, 2, 0), q2 = gf_bits(qb, 4, 2, 0), q3 = gf_bits(qb, 6, 2, 0);
         s0 = dot_sc_vl(s0, q0, xh, bcast_sc(sc, 4 * h + 0));
         s1 = dot_sc_vl(s1, q1, xh + 32, bcast_sc(sc, 4 * h + 1));
         s0 = dot_sc_vl(s0, q2, xh + 64, bcast_sc(sc, 4 * h + 2));
@@ -878,14 +897,15 @@ TGT5I sb_sums sums_q2_k_vl(const pt_blk_q2_k *b, const block_q8_K *x)
     return (sb_sums){_mm256_add_epi32(s0, s1), mprod};
 }
 
-static TGT5 float vdot_q2_k_vl(const void *w, const void *xq, int64_t n)
+static TGTG float vdot_q2_k_vl(const void *w, const void *xq, int64_t n)
 {
     K_ROW_LOOP_DM(pt_blk_q2_k, sums_q2_k_vl, 1)
 }
 
-// Q6_K (as sums_q6_k_avx2): nibble | (high bits & 0x30) in one vpternlog
-// (0xF8: a | (b & c)).
-TGT5I sb_sums sums_q6_k_vl(const pt_blk_q6_k *b, const block_q8_K *x)
+// Q6_K (as sums_q6_k_avx2): the high nibbles and the qh bit pairs moved
+// into place by gf_bits, joined with the low nibbles by one vpternlog
+// (0xEC: (a & c) | b; 0xF8: a | (b & c)).
+TGTGI sb_sums sums_q6_k_vl(const pt_blk_q6_k *b, const block_q8_K *x)
 {
     const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(0x30);
     const __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
@@ -898,11 +918,10 @@ TGT5I sb_sums sums_q6_k_vl(const pt_blk_q6_k *b, const block_q8_K *x)
         const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
         const __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
         const int8_t *xh = x->qs + 128 * h;
-        const __m256i q0 = _mm256_ternarylogic_epi32(_mm256_and_si256(l0, m4), _mm256_slli_epi16(hb, 4), m3, 0xF8);
-        const __m256i q1 = _mm256_ternarylogic_epi32(_mm256_and_si256(l1, m4), _mm256_slli_epi16(hb, 2), m3, 0xF8);
-        const __m256i q2 = _mm256_ternarylogic_epi32(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), hb, m3, 0xF8);
-        const __m256i q3 = _mm256_ternarylogic_epi32(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                                     _mm256_srli_epi16(hb, 2), m3, 0xF8);
+        const __m256i q0 = _mm256_ternarylogic_epi32(l0, gf_bits(hb, 0, 2, 4), m4, 0xEC);
+        const __m256i q1 = _mm256_ternarylogic_epi32(l1, gf_bits(hb, 2, 2, 4), m4, 0xEC);
+        const __m256i q2 = _mm256_ternarylogic_epi32(gf_bits(l0, 4, 4, 0), hb, m3, 0xF8);
+        const __m256i q3 = _mm256_or_si256(gf_bits(l1, 4, 4, 0), gf_bits(hb, 6, 2, 4));
         s0 = dot_sc_vl(s0, q0, xh, bcast_sc(sc, 4 * h + 0));
         s1 = dot_sc_vl(s1, q1, xh + 32, bcast_sc(sc, 4 * h + 1));
         s0 = dot_sc_vl(s0, q2, xh + 64, bcast_sc(sc, 4 * h + 2));
@@ -911,7 +930,7 @@ TGT5I sb_sums sums_q6_k_vl(const pt_blk_q6_k *b, const block_q8_K *x)
     return (sb_sums){_mm256_sub_epi32(_mm256_add_epi32(s0, s1), _mm256_slli_epi32(off, 5)), _mm256_setzero_si256()};
 }
 
-static TGT5 float vdot_q6_k_vl(const void *w, const void *xq, int64_t n)
+static TGTG float vdot_q6_k_vl(const void *w, const void *xq, int64_t n)
 {
     K_ROW_LOOP(pt_blk_q6_k, sums_q6_k_vl, 0, d)
 }
@@ -988,7 +1007,8 @@ static TGT5 float vdot_q3_k_vl(const void *w, const void *xq, int64_t n)
 // uops are in flight), the zmm ones on AMD, where 512-bit uops close no
 // port (Zen 4 splits them in two; Zen 5 has full-width units) and the zmm
 // rows were the ones measured on Zen 4 (the ymm rows are not measured on
-// AMD yet). PETREL_KQ_ZMM=1 / 0 in the environment forces either (A/B).
+// AMD yet); also on CPUs without GFNI, which the ymm rows use.
+// PETREL_KQ_ZMM=1 / 0 in the environment forces either (A/B).
 static _Atomic int g_kq_zmm = -1; // -1: not decided yet
 
 static bool kq_zmm(void)
@@ -1002,6 +1022,8 @@ static bool kq_zmm(void)
             unsigned a, b, c, d;
             v = __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u; // "AuthenticAMD"
         }
+        if (!__builtin_cpu_supports("gfni")) // the ymm rows need it (Skylake-SP / Cascade Lake: zmm)
+            v = 1;
         atomic_store_explicit(&g_kq_zmm, v, memory_order_relaxed);
     }
     return v;
