@@ -181,26 +181,7 @@ static int utf8_step(const uint8_t *s, size_t n, bool *trunc)
     return L;
 }
 
-typedef struct obuf {
-    char *p;
-    size_t n, cap;
-} obuf;
-
-static void ob_put(obuf *b, const void *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        b->cap = (b->n + n + 1) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        assert(b->p);
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-// Appends the lossy-repaired form of s to b. When !final, a truncated valid
-// prefix at the very end is not consumed; returns the bytes consumed.
-static size_t lossy_append(obuf *b, const uint8_t *s, size_t n, bool final)
+static size_t lossy_append(tok_buf *b, const uint8_t *s, size_t n, bool final)
 {
     size_t i = 0, run = 0; // run: start of pending valid bytes
     while (i < n) {
@@ -214,21 +195,21 @@ static size_t lossy_append(obuf *b, const uint8_t *s, size_t n, bool final)
             i += (size_t)r;
             continue;
         }
-        ob_put(b, s + run, i - run);
+        tok_buf_put(b, s + run, i - run);
         if (trunc && !final)
             return i;
-        ob_put(b, "\xEF\xBF\xBD", 3);
+        tok_buf_put(b, "\xEF\xBF\xBD", 3);
         i += (size_t)-r;
         run = i;
     }
-    ob_put(b, s + run, i - run);
+    tok_buf_put(b, s + run, i - run);
     return n;
 }
 
 char *pt_utf8_lossy(const char *s, size_t len, size_t *out_len)
 {
-    obuf b = {0};
-    ob_put(&b, "", 0);
+    tok_buf b = {0};
+    tok_buf_put(&b, "", 0);
     lossy_append(&b, (const uint8_t *)s, len, true);
     if (out_len)
         *out_len = b.n;
@@ -237,13 +218,13 @@ char *pt_utf8_lossy(const char *s, size_t len, size_t *out_len)
 
 char *pt_tokenizer_decode(const pt_tokenizer *t, const int32_t *ids, size_t n, bool skip_special, size_t *len)
 {
-    obuf raw = {0};
-    ob_put(&raw, "", 0);
+    tok_buf raw = {0};
+    tok_buf_put(&raw, "", 0);
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
         if (id < 0 || id >= t->n_vocab || (skip_special && (t->attr[id] & TOK_ATTR_SPECIAL)))
             continue;
-        ob_put(&raw, t->piece[id], t->piece_len[id]);
+        tok_buf_put(&raw, t->piece[id], t->piece_len[id]);
     }
     char *r = pt_utf8_lossy(raw.p, raw.n, len);
     free(raw.p);
@@ -261,10 +242,10 @@ void pt_detok_init(pt_detok *d, const pt_tokenizer *t, bool skip_special)
 
 static const char *detok_emit(pt_detok *d, const char *piece, size_t plen, bool final, size_t *len)
 {
-    obuf in = {0}, out = {0};
-    ob_put(&out, "", 0);
-    ob_put(&in, d->pend, (size_t)d->npend);
-    ob_put(&in, piece, plen);
+    tok_buf in = {0}, out = {0};
+    tok_buf_put(&out, "", 0);
+    tok_buf_put(&in, d->pend, (size_t)d->npend);
+    tok_buf_put(&in, piece, plen);
     size_t used = lossy_append(&out, (const uint8_t *)in.p, in.n, final);
     d->npend = (int)(in.n - used);
     assert(d->npend <= 3);

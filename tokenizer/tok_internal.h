@@ -187,6 +187,15 @@ typedef struct tok_ids {
 } tok_ids;
 void tok_ids_push(tok_ids *a, int32_t id);
 
+// Growable byte string, always NUL-terminated once anything (even 0 bytes)
+// was put: p[0..n) the bytes, cap the allocation. Start it zeroed.
+typedef struct tok_buf {
+    char *p;
+    size_t n, cap;
+} tok_buf;
+void tok_buf_put(tok_buf *b, const void *s, size_t n); // appends n bytes of s
+void tok_buf_str(tok_buf *b, const char *s);           // appends the string s
+
 // BPE over one pre-token (bytes if byte_level, else UTF-8 chars).
 void tok_bpe_word(const pt_tokenizer *t, const char *s, size_t len, tok_ids *out);
 tok_cache *tok_cache_new(void);

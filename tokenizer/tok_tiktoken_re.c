@@ -53,25 +53,6 @@ const char *pt_tiktoken_kimi_pattern(void) { return tok_kimi_pattern; }
 // Rust's White_Space, as the body of a PCRE2 class.
 #define WS_BODY "\\t\\n\\x0B\\f\\r\\x20\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 
-typedef struct rbuf {
-    char *p;
-    size_t n, cap;
-} rbuf;
-
-static void rb_put(rbuf *b, const char *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        b->cap = (b->n + n + 1) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        assert(b->p);
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void rb_str(rbuf *b, const char *s) { rb_put(b, s, strlen(s)); }
-
 typedef struct tr_ctx {
     const char *pat;       // whole pattern (for messages)
     const char *p;         // read position
@@ -114,7 +95,7 @@ static bool is_script(const char *name, size_t n)
 
 // Translates the escape at c->p (which points at the backslash) into out.
 // in_class: inside [...], where \s contributes class items.
-static bool tr_escape(tr_ctx *c, rbuf *out, bool in_class)
+static bool tr_escape(tr_ctx *c, tok_buf *out, bool in_class)
 {
     const char *p = c->p;
     assert(*p == '\\');
@@ -124,24 +105,24 @@ static bool tr_escape(tr_ctx *c, rbuf *out, bool in_class)
     if (e == 's' || e == 'S') {
         if (in_class && e == 'S')
             return tr_fail(c, "\\S inside a character class is not supported");
-        rb_str(out, in_class ? WS_BODY : e == 's' ? "[" WS_BODY "]" : "[^" WS_BODY "]");
+        tok_buf_str(out, in_class ? WS_BODY : e == 's' ? "[" WS_BODY "]" : "[^" WS_BODY "]");
         c->p = p + 2;
         return true;
     }
     if (e == 'w' || e == 'W') {
         if (in_class && e == 'W')
             return tr_fail(c, "\\W inside a character class is not supported");
-        rb_str(out, in_class ? WORD_BODY : e == 'w' ? "[" WORD_BODY "]" : "[^" WORD_BODY "]");
+        tok_buf_str(out, in_class ? WORD_BODY : e == 'w' ? "[" WORD_BODY "]" : "[^" WORD_BODY "]");
         c->p = p + 2;
         return true;
     }
     if (e == 'd' || e == 'D') { // \p{Nd} in both; spelled out so no option can change it
-        rb_str(out, e == 'd' ? "\\p{Nd}" : "\\P{Nd}");
+        tok_buf_str(out, e == 'd' ? "\\p{Nd}" : "\\P{Nd}");
         c->p = p + 2;
         return true;
     }
     if (!in_class && (e == 'b' || e == 'B')) { // word boundary by Rust's \w
-        rb_str(out, e == 'b' ? "(?:(?<=[" WORD_BODY "])(?![" WORD_BODY "])|(?<![" WORD_BODY "])(?=[" WORD_BODY "]))"
+        tok_buf_str(out, e == 'b' ? "(?:(?<=[" WORD_BODY "])(?![" WORD_BODY "])|(?<![" WORD_BODY "])(?=[" WORD_BODY "]))"
                              : "(?:(?<=[" WORD_BODY "])(?=[" WORD_BODY "])|(?<![" WORD_BODY "])(?![" WORD_BODY "]))");
         c->p = p + 2;
         return true;
@@ -159,30 +140,30 @@ static bool tr_escape(tr_ctx *c, rbuf *out, bool in_class)
             n--;
         }
         char head[4] = {'\\', (char)((e == 'P') != neg ? 'P' : 'p'), '{', 0};
-        rb_str(out, head);
+        tok_buf_str(out, head);
         if (!is_gencat(name, n) && !memchr(name, '=', n) && !memchr(name, ':', n) && is_script(name, n))
-            rb_str(out, "sc:");
-        rb_put(out, name, n);
-        rb_str(out, "}");
+            tok_buf_str(out, "sc:");
+        tok_buf_put(out, name, n);
+        tok_buf_str(out, "}");
         c->p = end + 1;
         return true;
     }
     // anything else means the same in PCRE2: copy the escape and its letter
     // (a following {..} or hex digits are copied as ordinary text)
-    rb_put(out, p, 2);
+    tok_buf_put(out, p, 2);
     c->p = p + 2;
     return true;
 }
 
-static bool tr_class(tr_ctx *c, rbuf *out);
+static bool tr_class(tr_ctx *c, tok_buf *out);
 
 // One operand of a class: items up to "&&" or the closing "]". Writes a
 // standalone, positive PCRE2 atom into out (the class applies negation).
-static bool tr_operand(tr_ctx *c, rbuf *out)
+static bool tr_operand(tr_ctx *c, tok_buf *out)
 {
-    rbuf items = {0}, alts = {0};
-    rb_put(&items, "", 0);
-    rb_put(&alts, "", 0);
+    tok_buf items = {0}, alts = {0};
+    tok_buf_put(&items, "", 0);
+    tok_buf_put(&alts, "", 0);
     int n_alt = 0;
     while (*c->p && *c->p != ']' && !(c->p[0] == '&' && c->p[1] == '&')) {
         if (*c->p == '[' && c->p[1] == ':') {
@@ -191,16 +172,16 @@ static bool tr_operand(tr_ctx *c, rbuf *out)
         } else if (*c->p == '[') {
             // nested class: inline when positive, else an alternative
             bool neg = c->p[1] == '^';
-            rbuf sub = {0};
+            tok_buf sub = {0};
             if (!tr_class(c, &sub)) {
                 free(items.p), free(alts.p), free(sub.p);
                 return false;
             }
             if (!neg && sub.n >= 2 && sub.p[0] == '[' && sub.p[sub.n - 1] == ']')
-                rb_put(&items, sub.p + 1, sub.n - 2);
+                tok_buf_put(&items, sub.p + 1, sub.n - 2);
             else {
-                rb_str(&alts, "|");
-                rb_put(&alts, sub.p, sub.n);
+                tok_buf_str(&alts, "|");
+                tok_buf_put(&alts, sub.p, sub.n);
                 n_alt++;
             }
             free(sub.p);
@@ -210,23 +191,23 @@ static bool tr_operand(tr_ctx *c, rbuf *out)
                 return false;
             }
         } else {
-            rb_put(&items, c->p, 1);
+            tok_buf_put(&items, c->p, 1);
             c->p++;
         }
     }
     if (!n_alt) {
-        rb_str(out, "[");
-        rb_put(out, items.p, items.n);
-        rb_str(out, "]");
+        tok_buf_str(out, "[");
+        tok_buf_put(out, items.p, items.n);
+        tok_buf_str(out, "]");
     } else {
-        rb_str(out, "(?:");
+        tok_buf_str(out, "(?:");
         if (items.n) {
-            rb_str(out, "[");
-            rb_put(out, items.p, items.n);
-            rb_str(out, "]");
+            tok_buf_str(out, "[");
+            tok_buf_put(out, items.p, items.n);
+            tok_buf_str(out, "]");
         }
-        rb_put(out, alts.p + (items.n ? 0 : 1), alts.n - (items.n ? 0 : 1));
-        rb_str(out, ")");
+        tok_buf_put(out, alts.p + (items.n ? 0 : 1), alts.n - (items.n ? 0 : 1));
+        tok_buf_str(out, ")");
     }
     free(items.p);
     free(alts.p);
@@ -234,7 +215,7 @@ static bool tr_operand(tr_ctx *c, rbuf *out)
 }
 
 // A whole class at c->p ('['), intersections included; writes one atom.
-static bool tr_class(tr_ctx *c, rbuf *out)
+static bool tr_class(tr_ctx *c, tok_buf *out)
 {
     assert(*c->p == '[');
     c->p++;
@@ -243,13 +224,13 @@ static bool tr_class(tr_ctx *c, rbuf *out)
         neg = true;
         c->p++;
     }
-    rbuf ops[8];
+    tok_buf ops[8];
     int n_ops = 0;
     for (;;) {
         if (n_ops == 8)
             return tr_fail(c, "more than 8 intersected operands");
-        ops[n_ops] = (rbuf){0};
-        rb_put(&ops[n_ops], "", 0);
+        ops[n_ops] = (tok_buf){0};
+        tok_buf_put(&ops[n_ops], "", 0);
         // each operand is a positive atom; the class's own negation is
         // applied to the whole intersection below
         bool ok = tr_operand(c, &ops[n_ops]);
@@ -273,28 +254,28 @@ static bool tr_class(tr_ctx *c, rbuf *out)
     c->p++;
     if (n_ops == 1) {
         // a plain class: put the negation back inside the brackets
-        rbuf *o = &ops[0];
+        tok_buf *o = &ops[0];
         if (neg && o->p[0] == '[' && o->p[1] != '^') {
-            rb_str(out, "[^");
-            rb_put(out, o->p + 1, o->n - 1);
+            tok_buf_str(out, "[^");
+            tok_buf_put(out, o->p + 1, o->n - 1);
         } else if (neg) {
-            rb_str(out, "(?:(?!");
-            rb_put(out, o->p, o->n);
-            rb_str(out, ")(?s:.))");
+            tok_buf_str(out, "(?:(?!");
+            tok_buf_put(out, o->p, o->n);
+            tok_buf_str(out, ")(?s:.))");
         } else
-            rb_put(out, o->p, o->n);
+            tok_buf_put(out, o->p, o->n);
         free(o->p);
         return true;
     }
     // A && B && ...: every later operand is a lookahead before the first
-    rb_str(out, neg ? "(?:(?!" : "(?:");
+    tok_buf_str(out, neg ? "(?:(?!" : "(?:");
     for (int i = 1; i < n_ops; i++) {
-        rb_str(out, "(?=");
-        rb_put(out, ops[i].p, ops[i].n);
-        rb_str(out, ")");
+        tok_buf_str(out, "(?=");
+        tok_buf_put(out, ops[i].p, ops[i].n);
+        tok_buf_str(out, ")");
     }
-    rb_put(out, ops[0].p, ops[0].n);
-    rb_str(out, neg ? ")(?s:.))" : ")");
+    tok_buf_put(out, ops[0].p, ops[0].n);
+    tok_buf_str(out, neg ? ")(?s:.))" : ")");
     for (int i = 0; i < n_ops; i++)
         free(ops[i].p);
     return true;
@@ -304,8 +285,8 @@ char *tok_tiktoken_translate(const char *pattern, char *msg, size_t msg_len)
 {
     assert(pattern);
     tr_ctx c = {.pat = pattern, .p = pattern};
-    rbuf out = {0};
-    rb_put(&out, "", 0);
+    tok_buf out = {0};
+    tok_buf_put(&out, "", 0);
     bool ok = true;
     while (ok && *c.p) {
         char ch = *c.p;
@@ -324,16 +305,16 @@ char *tok_tiktoken_translate(const char *pattern, char *msg, size_t msg_len)
                 ok = tr_fail(&c, "inline flags m / s are not supported");
                 break;
             }
-            rb_put(&out, c.p, (size_t)(f - c.p));
+            tok_buf_put(&out, c.p, (size_t)(f - c.p));
             c.p = f;
         } else if (ch == '$') {
-            rb_str(&out, "\\z");
+            tok_buf_str(&out, "\\z");
             c.p++;
         } else if (ch == '.') {
-            rb_str(&out, "[^\\n]");
+            tok_buf_str(&out, "[^\\n]");
             c.p++;
         } else {
-            rb_put(&out, c.p, 1);
+            tok_buf_put(&out, c.p, 1);
             c.p++;
         }
     }

@@ -96,6 +96,20 @@ void tok_ids_push(tok_ids *a, int32_t id)
     a->v[a->n++] = id;
 }
 
+void tok_buf_put(tok_buf *b, const void *s, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        b->cap = (b->n + n + 1) * 2 + 64;
+        b->p = realloc(b->p, b->cap);
+        assert(b->p);
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+void tok_buf_str(tok_buf *b, const char *s) { tok_buf_put(b, s, strlen(s)); }
+
 // ---- hashing / maps ----------------------------------------------------------
 
 // FNV-1a over 8-byte words then a final mix: fast enough for short keys.
@@ -229,24 +243,6 @@ void tok_pairmap_put(tok_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t
 
 // ---- regex ---------------------------------------------------------------------
 
-// Appends n bytes to a growing buffer.
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        b->cap = (b->n + n + 1) * 2;
-        b->p = realloc(b->p, b->cap);
-        assert(b->p);
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
 // Oniguruma (Ruby syntax, UTF-8) and PCRE2 (UTF + UCP) agree on \p{..},
 // lookarounds, possessive and atomic groups. They differ on: \s (Onig has
 // the Unicode White_Space set, which includes U+0085; PCRE2's lacks it),
@@ -255,10 +251,10 @@ static void sb_put(sbuf *b, const char *s, size_t n)
 // rewritten; everything else passes through.
 static char *translate_onig(const char *pat)
 {
-    sbuf b = {0};
+    tok_buf b = {0};
     bool in_class = false;
     int depth = 0;
-    sb_put(&b, "", 0);
+    tok_buf_put(&b, "", 0);
     for (const char *p = pat; *p; p++) {
         if (*p == '\\' && (p[1] == 'p' || p[1] == 'P')) {
             // \p{X} / \pX / \P{X} / \p{^X}: add the code points Unicode
@@ -269,7 +265,7 @@ static char *translate_onig(const char *pat)
                 name++;
                 end = strchr(name, '}');
                 if (!end) {
-                    sb_put(&b, p, strlen(p));
+                    tok_buf_put(&b, p, strlen(p));
                     break;
                 }
             }
@@ -280,16 +276,16 @@ static char *translate_onig(const char *pat)
             }
             const char *extra = *name ? tok_unicode_extra(name, (size_t)(end - name)) : NULL;
             if (!extra || (neg && in_class)) {
-                sb_put(&b, p, used);
+                tok_buf_put(&b, p, used);
             } else {
                 char cls[64];
                 snprintf(cls, sizeof cls, "\\p{%.*s}", (int)(end - name), name);
                 if (!in_class)
-                    sb_put(&b, neg ? "[^" : "[", neg ? 2 : 1);
-                sb_put(&b, cls, strlen(cls));
-                sb_put(&b, extra, strlen(extra));
+                    tok_buf_put(&b, neg ? "[^" : "[", neg ? 2 : 1);
+                tok_buf_put(&b, cls, strlen(cls));
+                tok_buf_put(&b, extra, strlen(extra));
                 if (!in_class)
-                    sb_put(&b, "]", 1);
+                    tok_buf_put(&b, "]", 1);
             }
             p += used - 1;
             continue;
@@ -308,9 +304,9 @@ static char *translate_onig(const char *pat)
             else if (c == 'h')
                 rep = in_class ? "0-9a-fA-F" : "[0-9a-fA-F]";
             if (rep)
-                sb_put(&b, rep, strlen(rep));
+                tok_buf_put(&b, rep, strlen(rep));
             else
-                sb_put(&b, p, 2);
+                tok_buf_put(&b, p, 2);
             p++;
             continue;
         }
@@ -318,14 +314,14 @@ static char *translate_onig(const char *pat)
             if (in_class)
                 depth++;
             in_class = true;
-            sb_put(&b, p, 1);
+            tok_buf_put(&b, p, 1);
             // a ']' right after '[' or '[^' is literal
             if (p[1] == '^') {
-                sb_put(&b, p + 1, 1);
+                tok_buf_put(&b, p + 1, 1);
                 p++;
             }
             if (p[1] == ']') {
-                sb_put(&b, "\\]", 2);
+                tok_buf_put(&b, "\\]", 2);
                 p++;
             }
             continue;
@@ -336,7 +332,7 @@ static char *translate_onig(const char *pat)
             else
                 in_class = false;
         }
-        sb_put(&b, p, 1);
+        tok_buf_put(&b, p, 1);
     }
     return b.p;
 }
@@ -345,13 +341,13 @@ pcre2_code *tok_regex_compile(const char *pattern, bool literal, const char *whe
 {
     char *pat;
     if (literal) { // escape ASCII punctuation; other bytes stand for themselves
-        sbuf b = {0};
-        sb_put(&b, "", 0);
+        tok_buf b = {0};
+        tok_buf_put(&b, "", 0);
         for (const char *p = pattern; *p; p++) {
             unsigned char c = (unsigned char)*p;
             if (c < 0x80 && !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
-                sb_put(&b, "\\", 1);
-            sb_put(&b, p, 1);
+                tok_buf_put(&b, "\\", 1);
+            tok_buf_put(&b, p, 1);
         }
         pat = b.p;
     } else
