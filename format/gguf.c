@@ -272,18 +272,29 @@ static int cmp_u64_idx(const void *a, const void *b, void *ctx)
     return x < y ? -1 : x > y;
 }
 
-// Checks that no two tensors' byte ranges overlap and names are unique.
+// The indices 0..n_tensors-1 of g's tensors (n_tensors >= 1) sorted by
+// cmp (given g->tensors as its context), malloc'ed; NULL when out of memory.
+static uint64_t *sorted_tensors(const gguf_file *g, int (*cmp)(const void *, const void *, void *))
+{
+    assert(g->n_tensors > 0);
+    uint64_t *idx = malloc(g->n_tensors * sizeof *idx);
+    if (!idx)
+        return NULL;
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        idx[i] = i;
+    qsort_r(idx, g->n_tensors, sizeof *idx, cmp, g->tensors);
+    return idx;
+}
+
+// Checks that no two tensors' byte ranges overlap.
 static int check_overlaps(gguf_file *g, pt_err *err)
 {
     uint64_t n = g->n_tensors;
     if (n == 0)
         return 0;
-    uint64_t *idx = malloc(n * sizeof *idx);
+    uint64_t *idx = sorted_tensors(g, cmp_u64_idx);
     if (!idx)
         return pt_errf(err, "%s: out of memory", g->path);
-    for (uint64_t i = 0; i < n; i++)
-        idx[i] = i;
-    qsort_r(idx, n, sizeof *idx, cmp_u64_idx, g->tensors);
     int rc = 0;
     for (uint64_t i = 1; i < n; i++) {
         const gguf_tensor *a = &g->tensors[idx[i - 1]], *b = &g->tensors[idx[i]];
@@ -304,17 +315,15 @@ static int cmp_name_idx(const void *a, const void *b, void *ctx)
     return strcmp(ts[*(const uint64_t *)a].name, ts[*(const uint64_t *)b].name);
 }
 
+// Checks that no two tensors have the same name.
 static int check_unique_names(gguf_file *g, pt_err *err)
 {
     uint64_t n = g->n_tensors;
     if (n < 2)
         return 0;
-    uint64_t *idx = malloc(n * sizeof *idx);
+    uint64_t *idx = sorted_tensors(g, cmp_name_idx);
     if (!idx)
         return pt_errf(err, "%s: out of memory", g->path);
-    for (uint64_t i = 0; i < n; i++)
-        idx[i] = i;
-    qsort_r(idx, n, sizeof *idx, cmp_name_idx, g->tensors);
     int rc = 0;
     for (uint64_t i = 1; i < n; i++)
         if (!strcmp(g->tensors[idx[i - 1]].name, g->tensors[idx[i]].name)) {
