@@ -1,5 +1,6 @@
 #include "cli/cliutil.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,26 @@ static int parse_int(const char *opt, const char *v, long lo, long hi, long *out
     }
     *out = x;
     return 0;
+}
+
+int cli_spec_opt(const char *cmd, int *spec, int *spec_mode, int argc, char **argv, int *i)
+{
+    assert(cmd && spec && spec_mode && i && *i < argc);
+    if (!strcmp(argv[*i], "--spec")) {
+        *spec = 1;
+        (*i)++;
+        return 1;
+    }
+    if (strcmp(argv[*i], "--spec-mode") || *i + 1 >= argc)
+        return 0;
+    *spec_mode = petrel_spec_mode_parse(argv[*i + 1]);
+    if (*spec_mode < 0) {
+        fprintf(stderr, "petrel %s: --spec-mode '%s': expected adaptive, always or off\n", cmd, argv[*i + 1]);
+        return -1;
+    }
+    *spec = 1;
+    *i += 2;
+    return 1;
 }
 
 int cli_model_opt(cli_model_opts *o, int argc, char **argv, int *i)

@@ -20,6 +20,12 @@ void cli_model_opts_init(cli_model_opts *o);
 // If argv[*i] is one of the common options, consumes it (and its value),
 // advances *i and returns 1; 0 if not a common option; -1 on a bad value.
 int cli_model_opt(cli_model_opts *o, int argc, char **argv, int *i);
+
+// The speculation options of `run` and `bench`: --spec (sets *spec) and
+// --spec-mode MODE (sets *spec_mode and *spec). If argv[*i] is one of them,
+// consumes it (and its value), advances *i and returns 1; 0 if not; -1 on
+// an unknown MODE, after printing "petrel CMD: ..." to stderr.
+int cli_spec_opt(const char *cmd, int *spec, int *spec_mode, int argc, char **argv, int *i);
 extern const char *cli_model_opts_help;
 
 // Parses "1,2,3" into a malloc'ed array; -1 on error.

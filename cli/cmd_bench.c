@@ -56,6 +56,8 @@ int cmd_bench(int argc, char **argv)
     int n_prompt = 128, n_gen = 32, reps = 2, spec = 0, warm = 0, spec_mode = PETREL_SPEC_ADAPTIVE;
     for (int i = 1; i < argc;) {
         int r = cli_model_opt(&o, argc, argv, &i);
+        if (r == 0)
+            r = cli_spec_opt("bench", &spec, &spec_mode, argc, argv, &i);
         if (r < 0)
             return 2;
         if (r > 0)
@@ -71,17 +73,6 @@ int cmd_bench(int argc, char **argv)
             i += 2;
         } else if (!strcmp(argv[i], "-w") && i + 1 < argc) {
             warm = atoi(argv[i + 1]);
-            i += 2;
-        } else if (!strcmp(argv[i], "--spec")) {
-            spec = 1;
-            i++;
-        } else if (!strcmp(argv[i], "--spec-mode") && i + 1 < argc) {
-            spec_mode = petrel_spec_mode_parse(argv[i + 1]);
-            if (spec_mode < 0) {
-                fprintf(stderr, "petrel bench: --spec-mode '%s': expected adaptive, always or off\n", argv[i + 1]);
-                return 2;
-            }
-            spec = 1;
             i += 2;
         } else {
             usage();

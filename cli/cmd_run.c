@@ -79,6 +79,8 @@ int cmd_run(int argc, char **argv)
     int n_gen = 32, print_ids = 0, ignore_eos = 0, spec = 0, spec_mode = PETREL_SPEC_ADAPTIVE;
     for (int i = 1; i < argc;) {
         int r = cli_model_opt(&o, argc, argv, &i);
+        if (r == 0)
+            r = cli_spec_opt("run", &spec, &spec_mode, argc, argv, &i);
         if (r < 0)
             return 2;
         if (r > 0 || parse_sampling(&sp, argc, argv, &i))
@@ -95,17 +97,6 @@ int cmd_run(int argc, char **argv)
         } else if (!strcmp(argv[i], "--print-ids")) {
             print_ids = 1;
             i++;
-        } else if (!strcmp(argv[i], "--spec")) {
-            spec = 1;
-            i++;
-        } else if (!strcmp(argv[i], "--spec-mode") && i + 1 < argc) {
-            spec_mode = petrel_spec_mode_parse(argv[i + 1]);
-            if (spec_mode < 0) {
-                fprintf(stderr, "petrel run: --spec-mode '%s': expected adaptive, always or off\n", argv[i + 1]);
-                return 2;
-            }
-            spec = 1;
-            i += 2;
         } else if (!strcmp(argv[i], "--ignore-eos")) {
             ignore_eos = 1;
             i++;
