@@ -12,21 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/lib/bench_util.h"
 #include "common/util.h"
 #include "engine/context.h"
 #include "engine/stream.h"
 #include "io/reader.h"
 #include "petrel.h"
-
-// Reads every expert into the cache (pt_stream_preload), saying why not.
-static int preload(petrel_context *c)
-{
-    pt_err err;
-    if (pt_stream_preload(c, &err) == 0)
-        return 0;
-    fprintf(stderr, "preload: %s\n", err.msg);
-    return -1;
-}
 
 int main(int argc, char **argv)
 {
@@ -88,7 +79,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_stream: %s\n", err);
         return 1;
     }
-    if (do_preload && preload(c) < 0)
+    if (do_preload && bench_preload(c) < 0)
         return 1;
     // A fixed prompt of 16 tokens.
     const int V = petrel_model_n_vocab(m);

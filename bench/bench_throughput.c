@@ -28,22 +28,13 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "bench/lib/bench_util.h"
 #include "common/util.h"
 #include "engine/context.h"
 #include "engine/stream.h"
 #include "petrel.h"
 
 #define PROMPT 16
-
-// Reads every expert into the cache (pt_stream_preload), saying why not.
-static int preload(petrel_context *c)
-{
-    pt_err err;
-    if (pt_stream_preload(c, &err) == 0)
-        return 0;
-    fprintf(stderr, "preload: %s\n", err.msg);
-    return -1;
-}
 
 static petrel_token tok_at(int stream, int t, int n_vocab) { return (petrel_token)((stream * 7919 + t * 104729 + 13) % n_vocab); }
 
@@ -328,7 +319,7 @@ int main(int argc, char **argv)
     int rc = 0;
     if (do_preload) {
         const double t1 = pt_now();
-        rc = preload(c);
+        rc = bench_preload(c);
         fprintf(stderr, "bench_throughput: preloaded every expert in %.1fs\n", pt_now() - t1);
     }
     if (rc == 0 && pp > 0)
