@@ -63,6 +63,8 @@ float pt_vdot_iq4_xs_avx512(const void *w, const void *xq, int64_t n);
 // The AVX-512 F/BW/VL/VNNI IQ4_XS kernel that pt_vdot_iq4_xs_avx512 runs
 // on CPUs without VBMI (exposed so that tests check it on any AVX-512 CPU).
 float pt_vdot_iq4_xs_avx512bw(const void *w, const void *xq, int64_t n);
+float pt_vdot_iq4_xs_avx512vbmi(const void *w, const void *xq, int64_t n); // zmm, VBMI (tests)
+float pt_vdot_iq4_xs_avx512ymm(const void *w, const void *xq, int64_t n);  // ymm, GFNI (tests)
 void pt_vdot4_iq4_xs_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out);
 #define pt_vdot_iq3_xxs_avx512 NULL
 #define pt_vdot_iq1_s_avx512 NULL
@@ -93,6 +95,8 @@ void pt_vdot4_iq4_xs_avx512(const void *w, const void *xq, size_t ldx, int64_t n
 #define pt_vdot4_iq2_xxs_avx512 NULL
 #define pt_vdot_iq2_xxs_avx512bw NULL
 #define pt_vdot_iq4_xs_avx512bw NULL
+#define pt_vdot_iq4_xs_avx512vbmi NULL
+#define pt_vdot_iq4_xs_avx512ymm NULL
 #endif
 
 #endif

@@ -30,6 +30,7 @@
 // unrolled: the scale selection and index arithmetic then fold into
 // constants.
 #include "kernels/qt_iq.h"
+#include "kernels/qt_k.h"
 #include "kernels/qt_iq_grid.h"
 #include "kernels/qtypes.h"
 #include "kernels/kern_internal.h"
@@ -933,17 +934,72 @@ _Pragma("GCC unroll 4") \
         out[r] = hsum8(vacc[r]); \
 }
 
-IQ4XS_VDOT512(static TGT512V, iq4xs_vdot_vbmi, iq4xs_pair_vbmi)
+IQ4XS_VDOT512(TGT512V, pt_vdot_iq4_xs_avx512vbmi, iq4xs_pair_vbmi)
 IQ4XS_VDOT512(TGT512, pt_vdot_iq4_xs_avx512bw, iq4xs_pair_bw)
 IQ4XS_VDOT4_512(static TGT512V, iq4xs_vdot4_vbmi, iq4xs_pair_vbmi)
 IQ4XS_VDOT4_512(static TGT512, iq4xs_vdot4_bw, iq4xs_pair_bw)
 
-// The AVX-512 IQ4_XS entries: the VBMI form where the CPU has VBMI (Intel
-// since Ice Lake, AMD since Zen 4), the F/BW/VL/VNNI one on the others
-// (Cascade Lake); the same integer sums, so the same bits.
+// IQ4_XS rows on ymm (AVX-512VL + VNNI + GFNI), for Intel, where 512-bit
+// uops close port 1's vector ALU and this port-bound loop does better on
+// three ports of ymm (as the K-quant rows, qt_k_x86.c). Per 32-block: the
+// 16 nibble bytes broadcast to both 128-bit lanes, one gf2p8affineqb takes
+// the low nibbles in the low lane and the high ones in the high lane
+// (values 0..15, 16..31: the activations' order), one vpshufb gives the
+// level magnitudes, the negative levels (index < 8: bit 3, resp. 7, of the
+// byte clear) negate the quants under a mask, maddubs + vpdpwssd with the
+// block scale: the AVX2 kernel's exact lane sums and f32 steps.
+#define TGTYG __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,gfni")))
+static inline uint64_t iq_gf_sel(int s, int w) // gf2p8affineqb matrix: bits s .. s + w - 1 -> 0 .. w - 1
+{
+    uint64_t a = 0;
+    for (int i = 0; i < w; i++)
+        a |= (uint64_t)(1u << (s + i)) << (8 * (7 - i));
+    return a;
+}
+TGTYG float pt_vdot_iq4_xs_avx512ymm(const void *w, const void *xq, int64_t n)
+{
+    assert(n % QK_K == 0);
+    const pt_blk_iq4_xs *x = w;
+    const block_q8_K *y = xq;
+    const __m256i tabs = _mm256_broadcastsi128_si256(_mm_abs_epi8(_mm_loadu_si128((const __m128i *)pt_kvalues_iq4nl)));
+    const long long lo = (long long)iq_gf_sel(0, 4), hi = (long long)iq_gf_sel(4, 4);
+    const __m256i sel = _mm256_setr_epi64x(lo, lo, hi, hi);
+    const __m256i sgn = _mm256_setr_epi64x(0x0808080808080808ll, 0x0808080808080808ll, (long long)0x8080808080808080ull,
+                                           (long long)0x8080808080808080ull);
+    __m256 vacc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        if (IQ_PREFETCH)
+            iq_prefetch(&x[i], sizeof x[i]);
+        const __m256i ls = _mm256_broadcastsi128_si256(iq4xs_scales(&x[i]));
+        __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x[i].qs + 16 * j)));
+            const __m256i A = _mm256_shuffle_epi8(tabs, _mm256_gf2p8affine_epi64_epi8(q, sel, 0));
+            const __mmask32 neg = _mm256_testn_epi8_mask(q, sgn);
+            const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * j));
+            const __m256i xs = _mm256_mask_sub_epi8(q8, neg, _mm256_setzero_si256(), q8);
+            const __m256i sc = _mm256_shuffle_epi8(ls, _mm256_set1_epi16((short)(0x0100 * (2 * j + 1) + 2 * j)));
+            if (j & 1)
+                s1 = _mm256_dpwssd_epi32(s1, _mm256_maddubs_epi16(A, xs), sc);
+            else
+                s0 = _mm256_dpwssd_epi32(s0, _mm256_maddubs_epi16(A, xs), sc);
+        }
+        vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), vacc);
+    }
+    return hsum8(vacc);
+}
+
+// The AVX-512 IQ4_XS entries: on Intel with GFNI the ymm rows above
+// (pt_kq_prefer_zmm, qt_k_x86.c: the same choice as the K-quant rows), else
+// the VBMI zmm form where the CPU has VBMI (Intel since Ice Lake, AMD since
+// Zen 4), the F/BW/VL/VNNI one on the others (Cascade Lake); the same
+// integer sums, so the same bits.
 TGT512 float pt_vdot_iq4_xs_avx512(const void *w, const void *xq, int64_t n)
 {
-    return __builtin_cpu_supports("avx512vbmi") ? iq4xs_vdot_vbmi(w, xq, n) : pt_vdot_iq4_xs_avx512bw(w, xq, n);
+    if (!pt_kq_prefer_zmm())
+        return pt_vdot_iq4_xs_avx512ymm(w, xq, n);
+    return __builtin_cpu_supports("avx512vbmi") ? pt_vdot_iq4_xs_avx512vbmi(w, xq, n) : pt_vdot_iq4_xs_avx512bw(w, xq, n);
 }
 TGT512 void pt_vdot4_iq4_xs_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out)
 {

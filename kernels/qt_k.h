@@ -9,6 +9,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdbool.h>
+
+// x86 AVX-512 CPUs: whether the row kernels (vdot) take their zmm forms
+// (AMD, or no GFNI) or their ymm ones (Intel with GFNI): qt_k_x86.c;
+// PETREL_KQ_ZMM=1 / 0 in the environment forces either.
+bool pt_kq_prefer_zmm(void);
+
 void pt_deq_q2_k(const void *src, float *y, int64_t n);
 float pt_vdot_q2_k_scalar(const void *w, const void *xq, int64_t n);
 #if defined(__x86_64__)

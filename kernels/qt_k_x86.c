@@ -1011,7 +1011,7 @@ static TGT5 float vdot_q3_k_vl(const void *w, const void *xq, int64_t n)
 // PETREL_KQ_ZMM=1 / 0 in the environment forces either (A/B).
 static _Atomic int g_kq_zmm = -1; // -1: not decided yet
 
-static bool kq_zmm(void)
+bool pt_kq_prefer_zmm(void)
 {
     int v = atomic_load_explicit(&g_kq_zmm, memory_order_relaxed);
     if (v < 0) {
@@ -1032,7 +1032,7 @@ static bool kq_zmm(void)
 #define K_ENTRY(t)                                                                                   \
     TGT5 float pt_vdot_##t##_avx512(const void *w, const void *xq, int64_t n)                        \
     {                                                                                                \
-        return kq_zmm() ? pt_vdot_##t##_avx512zmm(w, xq, n) : vdot_##t##_vl(w, xq, n);               \
+        return pt_kq_prefer_zmm() ? pt_vdot_##t##_avx512zmm(w, xq, n) : vdot_##t##_vl(w, xq, n);               \
     }
 K_ENTRY(q2_k)
 K_ENTRY(q3_k)

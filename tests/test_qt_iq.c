@@ -276,10 +276,27 @@ static bool path_available(int path)
     return path == PT_QPATH_SCALAR;
 }
 
+// The AVX-512 row kernels that the entry may not pick on this CPU, with
+// the extra feature each needs (0: none, 1: VBMI, 2: GFNI).
 static const struct {
     uint32_t t;
     pt_vdot_fn f;
-} alt512[] = {{PT_IQ4_XS, pt_vdot_iq4_xs_avx512bw}, {PT_IQ2_XXS, pt_vdot_iq2_xxs_avx512bw}};
+    int needs;
+} alt512[] = {{PT_IQ4_XS, pt_vdot_iq4_xs_avx512bw, 0},
+              {PT_IQ2_XXS, pt_vdot_iq2_xxs_avx512bw, 0},
+              {PT_IQ4_XS, pt_vdot_iq4_xs_avx512vbmi, 1},
+              {PT_IQ4_XS, pt_vdot_iq4_xs_avx512ymm, 2}};
+
+static bool alt_ok(int needs)
+{
+#if defined(__x86_64__)
+    if (needs == 1)
+        return __builtin_cpu_supports("avx512vbmi");
+    if (needs == 2)
+        return __builtin_cpu_supports("gfni");
+#endif
+    return needs == 0;
+}
 
 static void check_vdot(uint32_t t)
 {
@@ -291,6 +308,7 @@ static void check_vdot(uint32_t t)
     const int64_t *lens = nl ? lens_nl : lens_k;
     const size_t nlens = nl ? 10 : 5;
     int ran[PT_QPATH_N] = {0};
+    int alt_ran[sizeof alt512 / sizeof alt512[0]] = {0};
     for (size_t li = 0; li < nlens; li++) {
         const int64_t n = lens[li];
         uint8_t *w = malloc((size_t)(n / q->blck * q->bytes));
@@ -324,9 +342,11 @@ static void check_vdot(uint32_t t)
             // the AVX-512 kernels a CPU without VBMI runs instead (the
             // AVX-512 entry picks at run time), checked on any AVX-512 CPU
             for (size_t k = 0; k < sizeof alt512 / sizeof alt512[0]; k++)
-                if (alt512[k].t == t && alt512[k].f && path_available(PT_QPATH_AVX512))
-                    cr_assert_eq(fbits(alt512[k].f(w, xq, n)), fbits(s), "%s AVX-512 without VBMI n=%ld rep %d",
-                                 q->name, (long)n, rep);
+                if (alt512[k].t == t && alt512[k].f && path_available(PT_QPATH_AVX512) && alt_ok(alt512[k].needs)) {
+                    cr_assert_eq(fbits(alt512[k].f(w, xq, n)), fbits(s), "%s AVX-512 variant %zu n=%ld rep %d",
+                                 q->name, k, (long)n, rep);
+                    alt_ran[k]++;
+                }
         }
         free(w); free(xq); free(wf); free(xf);
     }
@@ -335,6 +355,9 @@ static void check_vdot(uint32_t t)
     for (int p = 1; p < PT_QPATH_N; p++)
         if (q->vdot[p] && path_available(p))
             cr_assert_gt(ran[p], 0, "%s: path %d available but not run", q->name, p);
+    for (size_t k = 0; k < sizeof alt512 / sizeof alt512[0]; k++)
+        if (alt512[k].t == t && alt512[k].f && path_available(PT_QPATH_AVX512) && alt_ok(alt512[k].needs))
+            cr_assert_gt(alt_ran[k], 0, "%s: AVX-512 variant %zu available but not run", q->name, k);
 }
 
 Test(iq_vdot, iq1_s) { check_vdot(PT_IQ1_S); }
