@@ -24,6 +24,7 @@
 #include "format/safetensors.h"
 #include "petrel.h"
 #include "tests/testutil.h"
+#include "tests/testutil/tu_decode.h"
 #include "tests/testutil/tu_float.h"
 #include "tests/testutil/tu_gguf.h"
 
@@ -117,6 +118,13 @@ static void on_sel(void *user, int layer, int32_t pos, const int32_t *keys, int 
     cur_rec->nsel[layer][pos] = n;
 }
 
+// tu_decode_hook: the observers record into r's main or MTP record.
+static void set_rec(void *user, bool mtp)
+{
+    run_out *r = user;
+    cur_rec = mtp ? &r->mtpr : &r->main;
+}
+
 static petrel_token *case_tokens(int k)
 {
     size_t n;
@@ -145,33 +153,7 @@ static run_out *run_case(const char *model, int k, int incremental, int slots, i
     r->logits = calloc((size_t)n * VOCAB, sizeof(float));
     r->mtp = calloc((size_t)n * VOCAB, sizeof(float));
     petrel_set_route_observer(c, on_route, NULL);
-    if (incremental) {
-        for (int t = 0; t < n; t++) {
-            cur_rec = &r->main;
-            cr_assert_eq(petrel_decode(c, &tok[t], NULL, 1, PETREL_LOGITS_LAST), 0, "%s", petrel_context_error(c));
-            memcpy(r->logits + (size_t)t * VOCAB, petrel_get_logits(c, 0), sizeof(float) * VOCAB);
-            if (t + 1 < n) {
-                int bi = 0;
-                cur_rec = &r->mtpr;
-                cr_assert_eq(petrel_decode_mtp(c, &bi, &tok[t + 1], 1), 0, "%s", petrel_context_error(c));
-                memcpy(r->mtp + (size_t)t * VOCAB, petrel_get_mtp_logits(c, 0), sizeof(float) * VOCAB);
-            }
-        }
-    } else {
-        cur_rec = &r->main;
-        cr_assert_eq(petrel_decode(c, tok, NULL, n, PETREL_LOGITS_ALL), 0, "%s", petrel_context_error(c));
-        for (int t = 0; t < n; t++)
-            memcpy(r->logits + (size_t)t * VOCAB, petrel_get_logits(c, t), sizeof(float) * VOCAB);
-        if (n > 1) {
-            int bi[MAXPOS];
-            for (int t = 0; t < n - 1; t++)
-                bi[t] = t;
-            cur_rec = &r->mtpr;
-            cr_assert_eq(petrel_decode_mtp(c, bi, tok + 1, n - 1), 0, "%s", petrel_context_error(c));
-            for (int t = 0; t < n - 1; t++)
-                memcpy(r->mtp + (size_t)t * VOCAB, petrel_get_mtp_logits(c, t), sizeof(float) * VOCAB);
-        }
-    }
+    tu_decode_case(c, tok, n, VOCAB, incremental, r->logits, r->mtp, set_rec, r);
     free(tok);
     petrel_context_free(c);
     petrel_model_close(m);

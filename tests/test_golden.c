@@ -10,6 +10,7 @@
 
 #include "petrel.h"
 #include "tests/testutil.h"
+#include "tests/testutil/tu_decode.h"
 #include "tests/testutil/tu_float.h"
 
 #define VOCAB 512
@@ -41,6 +42,23 @@ static petrel_token *case_tokens(int k)
     return t;
 }
 
+// The route records of a run: main-model decodes into main, MTP decodes
+// into mtp (NULL: not recorded).
+typedef struct route_hook {
+    petrel_context *c;
+    route_rec *main, *mtp;
+} route_hook;
+
+// tu_decode_hook: points the route observer at the record of the decode
+// that follows.
+static void set_routes(void *user, bool mtp)
+{
+    route_hook *h = user;
+    route_rec *r = mtp ? h->mtp : h->main;
+    if (r)
+        petrel_set_route_observer(h->c, on_route, r);
+}
+
 // Runs case k through the f32 model; incremental (one token per decode) or
 // one batch. Fills logits (n, vocab), mtp (n-1, vocab) and routes.
 static void run_case(const char *model, int k, int incremental, int slots, int threads, float *logits,
@@ -56,38 +74,8 @@ static void run_case(const char *model, int k, int incremental, int slots, int t
     cr_assert(c, "context: %s", err);
     const int n = case_len[k];
     petrel_token *tok = case_tokens(k);
-    if (rr)
-        petrel_set_route_observer(c, on_route, rr);
-    if (incremental) {
-        for (int t = 0; t < n; t++) {
-            if (rr)
-                petrel_set_route_observer(c, on_route, rr);
-            cr_assert_eq(petrel_decode(c, &tok[t], NULL, 1, PETREL_LOGITS_LAST), 0, "%s",
-                         petrel_context_error(c));
-            memcpy(logits + (size_t)t * VOCAB, petrel_get_logits(c, 0), sizeof(float) * VOCAB);
-            if (t + 1 < n && mtp) {
-                int bi = 0;
-                if (rr_mtp)
-                    petrel_set_route_observer(c, on_route, rr_mtp);
-                cr_assert_eq(petrel_decode_mtp(c, &bi, &tok[t + 1], 1), 0, "%s", petrel_context_error(c));
-                memcpy(mtp + (size_t)t * VOCAB, petrel_get_mtp_logits(c, 0), sizeof(float) * VOCAB);
-            }
-        }
-    } else {
-        cr_assert_eq(petrel_decode(c, tok, NULL, n, PETREL_LOGITS_ALL), 0, "%s", petrel_context_error(c));
-        for (int t = 0; t < n; t++)
-            memcpy(logits + (size_t)t * VOCAB, petrel_get_logits(c, t), sizeof(float) * VOCAB);
-        if (n > 1 && mtp) {
-            int bi[64];
-            for (int t = 0; t < n - 1; t++)
-                bi[t] = t;
-            if (rr_mtp)
-                petrel_set_route_observer(c, on_route, rr_mtp);
-            cr_assert_eq(petrel_decode_mtp(c, bi, tok + 1, n - 1), 0, "%s", petrel_context_error(c));
-            for (int t = 0; t < n - 1; t++)
-                memcpy(mtp + (size_t)t * VOCAB, petrel_get_mtp_logits(c, t), sizeof(float) * VOCAB);
-        }
-    }
+    route_hook h = {c, rr, rr_mtp};
+    tu_decode_case(c, tok, n, VOCAB, incremental, logits, mtp, set_routes, &h);
     free(tok);
     petrel_context_free(c);
     petrel_model_close(m);
