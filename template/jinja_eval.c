@@ -38,15 +38,10 @@ static const jv NONE = {.t = JV_NONE};
 
 static jv rfail(R *r, int line, const char *fmt, ...)
 {
-    if (!r->failed) {
-        char m[800];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(m, sizeof m, fmt, ap);
-        va_end(ap);
-        pt_errf(r->err, "chat template line %d: %s", line, m);
-    }
-    r->failed = true;
+    va_list ap;
+    va_start(ap, fmt);
+    jinja_vfail(r->err, &r->failed, line, fmt, ap);
+    va_end(ap);
     return UNDEF;
 }
 

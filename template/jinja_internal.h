@@ -3,6 +3,7 @@
 #ifndef PETREL_TEMPLATE_JINJA_INTERNAL_H
 #define PETREL_TEMPLATE_JINJA_INTERNAL_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -90,6 +91,12 @@ struct pt_template {
     jnode **body;          // (nbody,) top-level statements
     int nbody;
 };
+
+// Records the first error of a parse or a render: while *failed is false,
+// sets err to "chat template line LINE: " and the message fmt / ap; then
+// sets *failed, so later errors (consequences of the first) are dropped
+// (jinja_parse.c).
+void jinja_vfail(pt_err *err, bool *failed, int line, const char *fmt, va_list ap);
 
 // Parses src into a template (jinja_parse.c).
 pt_template *jinja_parse(const char *src, pt_err *err);

@@ -88,17 +88,23 @@ typedef struct lexer {
     bool failed;
 } lexer;
 
+void jinja_vfail(pt_err *err, bool *failed, int line, const char *fmt, va_list ap)
+{
+    assert(failed && fmt);
+    if (!*failed) {
+        char m[800];
+        vsnprintf(m, sizeof m, fmt, ap);
+        pt_errf(err, "chat template line %d: %s", line, m);
+    }
+    *failed = true;
+}
+
 static int lex_fail(lexer *L, int line, const char *fmt, ...)
 {
-    if (!L->failed) {
-        char m[800];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(m, sizeof m, fmt, ap);
-        va_end(ap);
-        pt_errf(L->err, "chat template line %d: %s", line, m);
-    }
-    L->failed = true;
+    va_list ap;
+    va_start(ap, fmt);
+    jinja_vfail(L->err, &L->failed, line, fmt, ap);
+    va_end(ap);
     return -1;
 }
 
@@ -394,15 +400,10 @@ static tok *cur(parser *P) { return &P->v[P->pos]; }
 
 static jnode *fail(parser *P, int line, const char *fmt, ...)
 {
-    if (!P->failed) {
-        char m[800];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(m, sizeof m, fmt, ap);
-        va_end(ap);
-        pt_errf(P->err, "chat template line %d: %s", line, m);
-    }
-    P->failed = true;
+    va_list ap;
+    va_start(ap, fmt);
+    jinja_vfail(P->err, &P->failed, line, fmt, ap);
+    va_end(ap);
     return NULL;
 }
 
