@@ -339,6 +339,21 @@ static size_t char_len_at(const char *s, size_t n, size_t i)
     return l > 0 ? (size_t)l : 1;
 }
 
+// Where the search resumes after the match [ms, me) of s (n bytes): at
+// me, or one character on after an empty match; false when an empty match
+// is at the end of s (nothing left to search).
+static inline bool resume_at(const char *s, size_t n, size_t ms, size_t me, size_t *pos)
+{
+    if (me != ms) {
+        *pos = me;
+        return true;
+    }
+    if (me >= n)
+        return false;
+    *pos = me + char_len_at(s, n, me);
+    return true;
+}
+
 // Isolated split: every match and every gap is its own piece (streamed).
 static void split_isolated(enc_ctx *c, int depth, pcre2_code *re, const char *s, size_t n)
 {
@@ -350,12 +365,8 @@ static void split_isolated(enc_ctx *c, int depth, pcre2_code *re, const char *s,
         if (me > ms)
             pretok(c, depth + 1, s + ms, me - ms);
         prev = me;
-        if (me == ms) {
-            if (me >= n)
-                break;
-            pos = me + char_len_at(s, n, me);
-        } else
-            pos = me;
+        if (!resume_at(s, n, ms, me, &pos))
+            break;
     }
     if (prev < n)
         pretok(c, depth + 1, s + prev, n - prev);
@@ -382,12 +393,8 @@ static void split_general(enc_ctx *c, int depth, const tok_pre *p, const char *s
             span_push(c, depth, &k, prev, ms, false);
         span_push(c, depth, &k, ms, me, true);
         prev = me;
-        if (me == ms) {
-            if (me >= n)
-                break;
-            pos = me + char_len_at(s, n, me);
-        } else
-            pos = me;
+        if (!resume_at(s, n, ms, me, &pos))
+            break;
     }
     if (prev < n)
         span_push(c, depth, &k, prev, n, false);
