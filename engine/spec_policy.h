@@ -31,8 +31,10 @@
 // PT_SPEC_EXPLORE_MAX steps, and at that gap even when a cheaper step could
 // not change the decision). The estimate of the regime not in use would
 // otherwise be frozen at what it was when the policy left that regime (a
-// load spike then, say): on every switch the window of the regime just
-// left is marked stale and the backoff restarts; its next sample (an
+// load spike then, say): on every switch out of a regime held for
+// PT_SPEC_EXPLORE_MIN steps or more (one left sooner was left on
+// acceptance evidence, its window mostly older) the window of the regime
+// just left is marked stale and the backoff restarts; its next sample (an
 // exploration PT_SPEC_EXPLORE_MIN steps later) is checked against it. An
 // exploration sample off the estimate by more than PT_SPEC_SURPRISE
 // (either way) calls for the next one PT_SPEC_EXPLORE_MIN steps later, and
@@ -92,7 +94,7 @@ typedef struct pt_spec_win {
     int n, next;           // samples held; slot the next one goes to
     double est;            // the estimate (0 = no sample yet)
     bool stale;            // measured before the last regime switch: the next sample is an early check
-    int shift;             // the last exploration sample fell below (-1) / above (+1) est's clip band, else 0
+    int shift;             // the last exploration sample fell below est / PT_SPEC_SURPRISE (-1), above est * it (+1), else 0
 } pt_spec_win;
 
 // What a context remembers between petrel_generate calls (zero = nothing).
