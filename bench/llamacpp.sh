@@ -38,18 +38,36 @@ if [ ! -d "$CACHE/src/.git" ]; then
     mv "$CACHE/src.tmp" "$CACHE/src"
 fi
 
+# On CPUs with AMX, GGML_NATIVE compiles ggml's AMX buffer type, and with it
+# llama.cpp aborts while reserving the deepseek2 graph of a MoE model
+# ("ggml-backend.cpp: GGML_ASSERT(*cur_backend_id != -1) failed", llama.cpp
+# issues #18099 and #19184: an op whose weights sit in the AMX buffer that no
+# backend accepts). Both builds are then made with AMX off (every other
+# native ISA extension stays on: GCC's explicit -mno-* wins over
+# -march=native), so that llama.cpp runs here at all.
+NOAMX=
+if grep -qw amx_int8 /proc/cpuinfo 2>/dev/null; then
+    NOAMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+fi
+
 build() { # $1 = build dir, $2.. = extra cmake flags
     dir=$1; shift
+    # the flags a build was made with; a build made with others is remade
+    stamp="$* cflags=$NOAMX"
     ok=1
     for t in $TARGETS; do [ -x "$CACHE/$dir/bin/$t" ] || ok=0; done
+    [ "$(cat "$CACHE/$dir.flags" 2>/dev/null)" = "$stamp" ] || ok=0
     [ $ok = 1 ] && return 0
+    rm -f "$CACHE/$dir/CMakeCache.txt"
+    [ -n "$NOAMX" ] && echo "bench/llamacpp.sh: this CPU has AMX: building without it ($NOAMX; see above)" >&2
     echo "bench/llamacpp.sh: building $dir ($TARGETS; ~12 minutes on 2 cores)" >&2
     cmake -S "$CACHE/src" -B "$CACHE/$dir" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-        -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF "$@" >"$CACHE/$dir.cmake.log" 2>&1 ||
+        -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DCMAKE_C_FLAGS="$NOAMX" -DCMAKE_CXX_FLAGS="$NOAMX" "$@" >"$CACHE/$dir.cmake.log" 2>&1 ||
         { cat "$CACHE/$dir.cmake.log" >&2; exit 1; }
     # shellcheck disable=SC2086
     cmake --build "$CACHE/$dir" -j"$JOBS" --target $TARGETS >"$CACHE/$dir.build.log" 2>&1 ||
         { tail -40 "$CACHE/$dir.build.log" >&2; exit 1; }
+    echo "$stamp" >"$CACHE/$dir.flags"
 }
 
 if [ "${1:-}" != "--norepack-only" ] && [ "${2:-}" != "--norepack-only" ]; then
