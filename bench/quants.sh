@@ -17,8 +17,9 @@
 #     128 ("tuned", llama.cpp's best setting here; restored on exit). Both
 #     builds run: the default one (CPU repacking on) and build-norepack;
 #     a run killed by the cap counts 0 tok/s, one that runs past
-#     LLAMA_TIMEOUT counts LLAMA_NGEN / LLAMA_TIMEOUT (an upper bound). The
-#     llama_* keys take the better build.
+#     LLAMA_TIMEOUT counts LLAMA_NGEN / LLAMA_TIMEOUT (an upper bound), one
+#     that fails otherwise (a crash) counts nothing: na when every build
+#     failed. The llama_* keys take the better build.
 #  4. Resident: Petrel with every Q4_K expert in RAM (--preload, no cap) and
 #     llama.cpp on the same file with mmap and a warm page cache (both
 #     builds, the better counts).
@@ -310,10 +311,12 @@ elif [ "${SKIP_LLAMA:-0}" != 1 ] && [ "${SKIP_CAPPED:-0}" != 1 ]; then
                 [ "$st" = oom ] && KILLED[$b,$t]=1
                 echo "RUN engine=llama build=$b setting=$setting read_ahead_kb=${ra:-?} type=$t status=$st tok_s=$tok" \
                      "gb_per_token=$gbt total_gb_read=$(gb_read "$log") elapsed_s=$(elapsed "$log")"
-                [ "$st" = failed ] && tail -3 "$log.err" >&2
+                # a crash is not the cap's doing: it counts nothing (na
+                # when every build failed), where a kill by the cap counts 0
+                if [ "$st" = failed ]; then tail -3 "$log.err" >&2; continue; fi
                 best=$(awk -v a="${best:-0}" -v b="$tok" 'BEGIN{print (b > a ? b : a)}')
             done
-            LL[$setting,$t]=$best
+            LL[$setting,$t]=${best:-na}
         done
     done
     if [ -n "$RA_DEV" ]; then echo "$RA_ORIG" >"/sys/block/$RA_DEV/queue/read_ahead_kb"; fi
@@ -356,6 +359,7 @@ if [ "${SKIP_RESIDENT:-0}" != 1 ] && [ -n "${MODEL[$RT]:-}" ]; then
             log=$OUT/llama-$b-resident
             read -r st tok _ < <(llama_run "$log" "$bin" "$f" "$NGEN" 0)
             echo "RUN engine=llama build=$b type=$RT cache=resident status=$st tok_s=$tok elapsed_s=$(elapsed "$log")"
+            if [ "$st" = failed ]; then tail -3 "$log.err" >&2; continue; fi
             best=$(awk -v a="${best:-0}" -v b="$tok" 'BEGIN{print (b > a ? b : a)}')
         done
         R[llama_resident_${RT}_tok_s]=${best:-na}
