@@ -156,7 +156,11 @@ int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt,
     if (mode != PETREL_SPEC_ADAPTIVE && mode != PETREL_SPEC_ALWAYS && mode != PETREL_SPEC_OFF)
         return pt_errf(&c->err, "petrel_generate: spec_mode %d is not a PETREL_SPEC_* value", mode);
     const bool spec = gp->speculative && mode != PETREL_SPEC_OFF && (gp->draft_fn || c->model->hp.n_nextn > 0);
-    const bool use_mtp = spec && !gp->draft_fn;
+    pt_spec_policy pol;
+    pt_spec_policy_init(&pol, spec ? mode : PETREL_SPEC_OFF, &c->spec_costs);
+    // A dormant call (engine/spec_policy.h) makes no draft: the MTP cache
+    // is not kept filled (it ends where this call starts writing).
+    const bool use_mtp = spec && !gp->draft_fn && !pol.dormant;
     gen_state g = {.c = c, .gp = gp, .fn = on_token, .user = user, .res = res, .t0 = pt_now()};
     g.hist = malloc(sizeof(petrel_token) * (size_t)(n_prompt + gp->n_predict + 2));
     if (!g.hist)
@@ -167,8 +171,6 @@ int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt,
     res->n_prompt = n_prompt;
 
     int rc = -1;
-    pt_spec_policy pol;
-    pt_spec_policy_init(&pol, spec ? mode : PETREL_SPEC_OFF, &c->spec_costs);
     pt_mtp_queue q = {0};
     int start = gp->reuse_prefix ? reusable_prefix(c, prompt, n_prompt, use_mtp) : 0;
     petrel_kv_truncate(c, start);

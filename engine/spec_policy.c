@@ -99,6 +99,24 @@ static bool draft_cheap(const pt_spec_policy *p)
            p->k->t_draft.est <= PT_SPEC_CHEAP_DRAFT * p->k->t_plain.est;
 }
 
+static double gain_acc(const pt_spec_policy *p, double acc, double vscale);
+
+// Whether this call is dormant (contract in engine/spec_policy.h): every
+// cost measured from 3 samples or more, and even acceptance 1 cannot pay
+// by the hysteresis; at most PT_SPEC_DORMANT_CALLS in a row. A dormant
+// call is off (its plain steps refresh the plain-step estimate).
+static void set_dormant(pt_spec_policy *p)
+{
+    pt_spec_costs *k = p->k;
+    const bool measured = k->t_plain.n >= 3 && k->t_verify.n >= 3 && k->t_draft.n >= 3;
+    if (measured && !p->on && gain_acc(p, 1.0, 1.0) < -PT_SPEC_HYST && k->dormant_calls < PT_SPEC_DORMANT_CALLS) {
+        p->dormant = true;
+        k->dormant_calls++;
+    } else {
+        k->dormant_calls = 0;
+    }
+}
+
 void pt_spec_policy_init(pt_spec_policy *p, int mode, pt_spec_costs *costs)
 {
     assert(mode == PETREL_SPEC_ADAPTIVE || mode == PETREL_SPEC_ALWAYS || mode == PETREL_SPEC_OFF);
@@ -123,6 +141,8 @@ void pt_spec_policy_init(pt_spec_policy *p, int mode, pt_spec_costs *costs)
         p->acc_hit = w * p->k->acc_hit;
         p->acc_n = w * p->k->acc_n;
     }
+    if (mode == PETREL_SPEC_ADAPTIVE)
+        set_dormant(p);
 }
 
 double pt_spec_acceptance(const pt_spec_policy *p)
@@ -264,6 +284,8 @@ int pt_spec_next(pt_spec_policy *p)
     if (p->mode == PETREL_SPEC_ALWAYS)
         return PT_STEP_VERIFY;
     const pt_spec_costs *k = p->k;
+    if (p->dormant)
+        return PT_STEP_PLAIN;
     if (k->t_plain.n == 0)
         return PT_STEP_PLAIN_PROBE; // nothing known: time a plain step and a draft, one acceptance sample
     if (k->t_verify.n == 0)

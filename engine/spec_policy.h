@@ -55,6 +55,21 @@
 // cost), the last call's counts weighed down to PT_SPEC_CARRY samples; when
 // they are cheap every plain step probes, and a fresh start does not carry
 // one text's acceptance into the next.
+//
+// Dormant calls. While adaptive decodes plain steps it still keeps the MTP
+// block's KV cache filled (engine/spec_mtp.h: an eh_proj and a kv_a
+// product per position), so that a draft can be made at any step. Where
+// even acceptance 1 cannot pay (gain(1) < -PT_SPEC_HYST on the costs the
+// context measured, each from 3 samples or more: a small compute-bound
+// model, where a verification and a draft cost more than two plain steps)
+// that upkeep is all adaptive adds to plain decoding: on the trained model
+// of bench/mtp.sh, 2-5% of the time with no verification and no probe
+// (PT_NEVER A/B, 2026-12-02). Such a call is dormant: plain steps only, no
+// draft, no MTP upkeep (engine/generate.c; the MTP cache then ends where
+// the call started writing, and a later live call re-prefills from there).
+// Every PT_SPEC_DORMANT_CALLS-th call in a row is live again, so that the
+// costs are re-measured (a load or cache change may have made
+// verifications cheaper); the plain-step estimate stays current meanwhile.
 // None of this can change a token: the policy only picks which kind of step
 // produces the next one (engine/generate.c).
 #ifndef PETREL_ENGINE_SPEC_POLICY_H
@@ -86,6 +101,7 @@ enum {
 #define PT_SPEC_PROBE_BUDGET 0.02  // share of the plain steps' time probes may take
 #define PT_SPEC_PROBE_MAX 32       // longest gap between acceptance probes while off
 #define PT_SPEC_CHEAP_DRAFT 0.05   // a draft under this share of a plain step is cheap
+#define PT_SPEC_DORMANT_CALLS 8    // at most this many dormant calls in a row, then a live one
 
 // Mean of the last PT_SPEC_WIN samples of one quantity, each clipped at
 // PT_SPEC_CLIP times their median.
@@ -107,11 +123,13 @@ typedef struct pt_spec_costs {
     bool on;                                // the regime the last adaptive call ended in
     int regime_steps;                       // decisions since that regime was entered
     int since_probe, since_plain, since_verify; // the schedule's counters (pt_spec_policy's) at its end
+    int dormant_calls;                      // dormant calls in a row just before
 } pt_spec_costs;
 
 typedef struct pt_spec_policy {
     int mode;                  // PETREL_SPEC_ADAPTIVE / _ALWAYS / _OFF
     bool on;                   // current regime (adaptive): verifying drafts
+    bool dormant;              // (adaptive) this call takes plain steps only and needs no drafts
     pt_spec_costs *k;          // the step costs (the context's, or own)
     pt_spec_costs own;         // storage when the caller keeps none
     // acceptance
@@ -134,7 +152,9 @@ double pt_spec_gain(double acc, double t_plain, double t_verify, double t_draft)
 
 // A policy for one generation. costs: the step costs remembered from
 // earlier calls, updated by this one (NULL: none kept, the policy starts
-// from nothing). Only the adaptive mode reads or writes them.
+// from nothing). Only the adaptive mode reads or writes them. Sets
+// p->dormant (see the contract): the caller then need not keep the MTP
+// cache filled, pt_spec_next returns PT_STEP_PLAIN only.
 void pt_spec_policy_init(pt_spec_policy *p, int mode, pt_spec_costs *costs);
 // Ends a generation: remembers its acceptance as the next call's prior.
 void pt_spec_policy_done(pt_spec_policy *p);

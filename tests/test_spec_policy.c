@@ -103,11 +103,13 @@ static double noisy(const machine *m, double t, uint64_t pos, int kind)
 // under a policy mode, with the step costs remembered in *costs (the
 // context's); *verifs counts the verifications made; on_at (NULL, or n
 // entries) gets the policy's regime at each token (true: verifying).
-static double simulate_call(int mode, const machine *m, int n, uint64_t base, pt_spec_costs *costs, int *verifs,
-                            bool *on_at)
+static double simulate_call_d(int mode, const machine *m, int n, uint64_t base, pt_spec_costs *costs, int *verifs,
+                              bool *on_at, bool *dormant)
 {
     pt_spec_policy pol;
     pt_spec_policy_init(&pol, mode, costs);
+    if (dormant)
+        *dormant = pol.dormant;
     double t = 0;
     int got = 0;
     while (got < n) {
@@ -142,6 +144,12 @@ static double simulate_call(int mode, const machine *m, int n, uint64_t base, pt
     }
     pt_spec_policy_done(&pol);
     return t;
+}
+
+static double simulate_call(int mode, const machine *m, int n, uint64_t base, pt_spec_costs *costs, int *verifs,
+                            bool *on_at)
+{
+    return simulate_call_d(mode, m, n, base, costs, verifs, on_at, NULL);
 }
 
 // Seconds per token over n_calls generations of n tokens each in one
@@ -219,6 +227,52 @@ Test(spec_policy, hopeless_costs_next_to_nothing)
     double ta = simulate(PETREL_SPEC_ADAPTIVE, m, 20, 64, &va);
     double tf = simulate(PETREL_SPEC_OFF, m, 20, 64, &vf);
     cr_expect(ta / tf - 1 < 0.01, "adaptive %.4f vs off %.4f ms/token", ta * 1e3, tf * 1e3);
+}
+
+// Where even acceptance 1 cannot pay (the trained model of bench/mtp.sh:
+// a verification 2.2 plain steps, a draft 0.4), the calls after the first
+// are dormant (no verification, no probe: engine/generate.c then keeps no
+// MTP cache), but for one live call after every PT_SPEC_DORMANT_CALLS; where
+// speculation pays, or could at a higher acceptance, none is. (Before
+// dormant calls, adaptive kept the MTP cache filled in every call: 2-5% of
+// the time on the trained model.)
+Test(spec_policy, dormant_when_even_full_acceptance_cannot_pay)
+{
+    const machine hopeless = {.r = 2.2, .d = 0.4, .p = 0.8, .spike = 0.02, .seed = 5151};
+    pt_spec_costs costs;
+    memset(&costs, 0, sizeof costs);
+    const int n_calls = 3 * (PT_SPEC_DORMANT_CALLS + 1);
+    int verifs = 0, live = 0, live_verifs = 0;
+    for (int i = 0; i < n_calls; i++) {
+        bool dormant;
+        int v = 0;
+        simulate_call_d(PETREL_SPEC_ADAPTIVE, &hopeless, 96, (uint64_t)i * 96, &costs, &v, NULL, &dormant);
+        verifs += v;
+        if (i == 0)
+            cr_expect(!dormant, "the first call knows nothing yet and must not be dormant");
+        if (!dormant) {
+            live++;
+            live_verifs += v;
+        } else {
+            cr_expect_eq(v, 0, "call %d: dormant but verified %d times", i, v);
+        }
+        if (i > 0 && i % (PT_SPEC_DORMANT_CALLS + 1) != 0)
+            cr_expect(dormant, "call %d: live, the costs say even acceptance 1 cannot pay", i);
+    }
+    cr_expect_leq(live, n_calls / (PT_SPEC_DORMANT_CALLS + 1) + 1, "%d live calls of %d", live, n_calls);
+    fprintf(stderr, "hopeless costs: %d live calls of %d, %d verifications in all\n", live, n_calls, verifs);
+    const machine pays[] = {{.r = 1.3, .d = 0.1, .p = 0.8, .spike = 0.02, .seed = 5252},
+                            {.r = 1.4, .d = 0.2, .p = 0.2, .spike = 0.02, .seed = 5353}}; // would pay at acceptance 1 (+25%)
+    for (int j = 0; j < 2; j++) {
+        memset(&costs, 0, sizeof costs);
+        for (int i = 0; i < 12; i++) {
+            bool dormant;
+            int v = 0;
+            simulate_call_d(PETREL_SPEC_ADAPTIVE, &pays[j], 96, (uint64_t)i * 96, &costs, &v, NULL, &dormant);
+            cr_expect(!dormant, "r %.2f d %.2f p %.2f, call %d: dormant, but acceptance 1 would pay", pays[j].r,
+                      pays[j].d, pays[j].p, i);
+        }
+    }
 }
 
 // Generations of n tokens in all, per_call tokens each in one context,
@@ -401,6 +455,60 @@ Test(spec_policy, sampled_identical_in_every_mode)
     sp.top_k = 40;
     sp.seed = 99;
     modes_match(&sp, 2); // MTP drafts and drafts right half the time
+}
+
+// A dormant call on the fixture (its context's costs set where even
+// acceptance 1 cannot pay): no draft, the MTP cache not written, the
+// tokens those of plain decoding; the live call after it (same prompt,
+// prefix reused) re-prefills the MTP cache from where it ends, and its
+// cache equals bit for bit that of verifying every step.
+Test(spec_policy, dormant_call_then_live_call)
+{
+    petrel_model *m = open_model();
+    petrel_gen_params gp = {.n_predict = NGEN, .ignore_eos = true};
+    petrel_gen_result res;
+    tu_tokens ref, got;
+    petrel_context_free(gen(m, gp, &ref, &res));
+    char err[1024];
+    petrel_context *c = petrel_context_new(m, NULL, err, sizeof err);
+    cr_assert(c, "%s", err);
+    pt_spec_policy p;
+    pt_spec_policy_init(&p, PETREL_SPEC_ADAPTIVE, &c->spec_costs);
+    for (int i = 0; i < 4; i++) { // a verification 2.5 plain steps, a draft 0.5: hopeless
+        pt_spec_note_plain(&p, 1e-3, 0, 0);
+        pt_spec_note_verify(&p, 2.5e-3, 0, 0);
+        pt_spec_note_draft(&p, 0.5e-3, 0);
+    }
+    pt_spec_policy_done(&p);
+    gp.speculative = true;
+    gp.spec_mode = PETREL_SPEC_ADAPTIVE;
+    gp.reuse_prefix = true;
+    memset(&got, 0, sizeof got);
+    cr_assert_eq(petrel_generate(c, prompt, NP, &gp, tu_collect_token, &got, &res), 0, "%s", petrel_context_error(c));
+    tu_expect_same_tokens(&ref, &got, "dormant call");
+    cr_expect_eq(res.n_drafted, 0, "a dormant call drafted %d times", res.n_drafted);
+    cr_expect_eq(c->mtp_len, 0, "a dormant call wrote %d MTP positions", c->mtp_len);
+    cr_expect_eq(c->spec_costs.dormant_calls, 1);
+    // The next call live: the MTP cache filled again from where it ends.
+    c->spec_costs.dormant_calls = PT_SPEC_DORMANT_CALLS;
+    memset(&got, 0, sizeof got);
+    cr_assert_eq(petrel_generate(c, prompt, NP, &gp, tu_collect_token, &got, &res), 0, "%s", petrel_context_error(c));
+    tu_expect_same_tokens(&ref, &got, "live call after a dormant one");
+    cr_expect_eq(c->spec_costs.dormant_calls, 0);
+    gp.spec_mode = PETREL_SPEC_ALWAYS;
+    gp.reuse_prefix = false;
+    tu_tokens b;
+    petrel_context *cb = gen(m, gp, &b, &res);
+    int n = c->mtp_len < cb->mtp_len ? c->mtp_len : cb->mtp_len;
+    cr_expect_geq(n, NP + NGEN - 3, "MTP caches hold %d and %d positions", c->mtp_len, cb->mtp_len);
+    const int il = (int)c->model->hp.n_layer;
+    for (int q = 0; q < n; q++)
+        cr_assert_eq(memcmp(c->kv[il] + (size_t)q * c->kv_dim, cb->kv[il] + (size_t)q * cb->kv_dim,
+                            sizeof(float) * c->kv_dim),
+                     0, "MTP KV entry at position %d differs", q);
+    petrel_context_free(c);
+    petrel_context_free(cb);
+    petrel_model_close(m);
 }
 
 // The adaptive loop writes most MTP KV entries through the queue's KV-only
