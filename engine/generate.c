@@ -160,7 +160,13 @@ int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt,
     pt_spec_policy_init(&pol, spec ? mode : PETREL_SPEC_OFF, &c->spec_costs);
     // A dormant call (engine/spec_policy.h) makes no draft: the MTP cache
     // is not kept filled (it ends where this call starts writing).
-    const bool use_mtp = spec && !gp->draft_fn && !pol.dormant;
+    bool use_mtp = spec && !gp->draft_fn && !pol.dormant;
+    // ... and a live one after dormant ones does not re-prefill a long kept
+    // prefix (a conversation) just to re-measure: it stays dormant.
+    if (use_mtp && gp->reuse_prefix &&
+        pt_spec_keep_dormant(&pol, reusable_prefix(c, prompt, n_prompt, false) -
+                                       reusable_prefix(c, prompt, n_prompt, true)))
+        use_mtp = false;
     gen_state g = {.c = c, .gp = gp, .fn = on_token, .user = user, .res = res, .t0 = pt_now()};
     g.hist = malloc(sizeof(petrel_token) * (size_t)(n_prompt + gp->n_predict + 2));
     if (!g.hist)

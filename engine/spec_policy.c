@@ -105,11 +105,17 @@ static double gain_acc(const pt_spec_policy *p, double acc, double vscale);
 // cost measured from 3 samples or more, and even acceptance 1 cannot pay
 // by the hysteresis; at most PT_SPEC_DORMANT_CALLS in a row. A dormant
 // call is off (its plain steps refresh the plain-step estimate).
+static bool hopeless(const pt_spec_policy *p)
+{
+    const pt_spec_costs *k = p->k;
+    const bool measured = k->t_plain.n >= 3 && k->t_verify.n >= 3 && k->t_draft.n >= 3;
+    return measured && !p->on && gain_acc(p, 1.0, 1.0) < -PT_SPEC_HYST;
+}
+
 static void set_dormant(pt_spec_policy *p)
 {
     pt_spec_costs *k = p->k;
-    const bool measured = k->t_plain.n >= 3 && k->t_verify.n >= 3 && k->t_draft.n >= 3;
-    if (measured && !p->on && gain_acc(p, 1.0, 1.0) < -PT_SPEC_HYST && k->dormant_calls < PT_SPEC_DORMANT_CALLS) {
+    if (hopeless(p) && k->dormant_calls < PT_SPEC_DORMANT_CALLS) {
         p->dormant = true;
         k->dormant_calls++;
     } else {
@@ -143,6 +149,18 @@ void pt_spec_policy_init(pt_spec_policy *p, int mode, pt_spec_costs *costs)
     }
     if (mode == PETREL_SPEC_ADAPTIVE)
         set_dormant(p);
+}
+
+bool pt_spec_keep_dormant(pt_spec_policy *p, int refill)
+{
+    assert(refill >= 0);
+    if (p->mode != PETREL_SPEC_ADAPTIVE || p->dormant || refill <= PT_SPEC_REFILL_MAX || !hopeless(p))
+        return false;
+    // The live call is given up, not postponed: the count stays where
+    // set_dormant left it (0), so that the next call asks again, and is
+    // live once its prompt keeps less of this one (a new conversation).
+    p->dormant = true;
+    return true;
 }
 
 double pt_spec_acceptance(const pt_spec_policy *p)

@@ -101,7 +101,16 @@ enum {
 #define PT_SPEC_PROBE_BUDGET 0.02  // share of the plain steps' time probes may take
 #define PT_SPEC_PROBE_MAX 32       // longest gap between acceptance probes while off
 #define PT_SPEC_CHEAP_DRAFT 0.05   // a draft under this share of a plain step is cheap
+// A live call needs the MTP cache to cover the prefix it keeps; after dormant
+// calls it ends where the first of them started, so a live call re-prefills
+// the main model from there (engine/generate.c). In a conversation that is
+// the whole conversation since: far more than the upkeep a dormant call
+// saves (on a 61-layer model the MTP block is ~1/60 of a step). A live
+// call that would re-prefill more than PT_SPEC_REFILL_MAX positions stays
+// dormant (pt_spec_keep_dormant); the costs are then re-measured by the
+// first call whose prompt keeps no more than that (a new conversation).
 #define PT_SPEC_DORMANT_CALLS 8    // at most this many dormant calls in a row, then a live one
+#define PT_SPEC_REFILL_MAX 32      // most positions a live call after dormant ones may re-prefill
 
 // Mean of the last PT_SPEC_WIN samples of one quantity, each clipped at
 // PT_SPEC_CLIP times their median.
@@ -156,6 +165,14 @@ double pt_spec_gain(double acc, double t_plain, double t_verify, double t_draft)
 // p->dormant (see the contract): the caller then need not keep the MTP
 // cache filled, pt_spec_next returns PT_STEP_PLAIN only.
 void pt_spec_policy_init(pt_spec_policy *p, int mode, pt_spec_costs *costs);
+
+// Called before prefill by a caller that reuses a kept prefix: refill is
+// how many kept positions the call would re-prefill only because the MTP
+// cache does not cover them (the prefix kept without speculation minus the
+// one kept with it). Where that is over PT_SPEC_REFILL_MAX and speculation
+// is hopeless on the measured costs (the case that made earlier calls
+// dormant), the call is made dormant too; returns whether it was.
+bool pt_spec_keep_dormant(pt_spec_policy *p, int refill);
 // Ends a generation: remembers its acceptance as the next call's prior.
 void pt_spec_policy_done(pt_spec_policy *p);
 // Acceptance estimate: decayed hits over decayed samples, with one prior

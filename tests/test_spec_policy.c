@@ -511,6 +511,69 @@ Test(spec_policy, dormant_call_then_live_call)
     petrel_model_close(m);
 }
 
+// A conversation on a context whose costs say speculation cannot pay: the
+// second turn keeps the first turn's prefix (well over PT_SPEC_REFILL_MAX
+// positions) that the dormant first call left out of the MTP cache. The
+// call due to be live stays dormant instead of re-prefilling all of it:
+// only the new tokens are prefilled, nothing is drafted, and the tokens are
+// those of plain decoding of the whole conversation.
+Test(spec_policy, conversation_turn_stays_dormant_rather_than_reprefill)
+{
+    petrel_model *m = open_model();
+    char err[1024];
+    petrel_context *c = petrel_context_new(m, NULL, err, sizeof err);
+    cr_assert(c, "%s", err);
+    pt_spec_policy p;
+    pt_spec_policy_init(&p, PETREL_SPEC_ADAPTIVE, &c->spec_costs);
+    for (int i = 0; i < 4; i++) { // a verification 2.5 plain steps, a draft 0.5: hopeless
+        pt_spec_note_plain(&p, 1e-3, 0, 0);
+        pt_spec_note_verify(&p, 2.5e-3, 0, 0);
+        pt_spec_note_draft(&p, 0.5e-3, 0);
+    }
+    pt_spec_policy_done(&p);
+    enum { TURN1 = 48, TURN2 = 8, EXTRA = 3 };
+    petrel_gen_params gp = {.n_predict = TURN1, .ignore_eos = true, .speculative = true,
+                            .spec_mode = PETREL_SPEC_ADAPTIVE, .reuse_prefix = true};
+    petrel_gen_result res;
+    tu_tokens t1, t2, ref;
+    memset(&t1, 0, sizeof t1);
+    cr_assert_eq(petrel_generate(c, prompt, NP, &gp, tu_collect_token, &t1, &res), 0, "%s", petrel_context_error(c));
+    cr_assert_eq(c->mtp_len, 0, "the first turn was not dormant");
+    cr_assert_eq(t1.n, TURN1);
+    // turn 2: the whole conversation so far and a few new tokens
+    petrel_token conv[NP + TURN1 + EXTRA];
+    memcpy(conv, prompt, sizeof(petrel_token) * NP);
+    memcpy(conv + NP, t1.t, sizeof(petrel_token) * TURN1);
+    for (int i = 0; i < EXTRA; i++)
+        conv[NP + TURN1 + i] = (petrel_token)(11 + 7 * i);
+    const int n2 = NP + TURN1 + EXTRA;
+    // the costs hopeless again (turn 1's real plain steps replaced the
+    // made-up ones), and this call due to be live
+    pt_spec_policy_init(&p, PETREL_SPEC_ADAPTIVE, &c->spec_costs);
+    for (int i = 0; i < PT_SPEC_WIN; i++) {
+        pt_spec_note_plain(&p, 1e-3, 0, 0);
+        pt_spec_note_verify(&p, 2.5e-3, 0, 0);
+        pt_spec_note_draft(&p, 0.5e-3, 0);
+    }
+    pt_spec_policy_done(&p);
+    c->spec_costs.dormant_calls = PT_SPEC_DORMANT_CALLS;
+    gp.n_predict = TURN2;
+    memset(&t2, 0, sizeof t2);
+    cr_assert_eq(petrel_generate(c, conv, n2, &gp, tu_collect_token, &t2, &res), 0, "%s", petrel_context_error(c));
+    cr_expect_leq(res.n_prefilled, EXTRA + 1, "turn 2 re-prefilled %d of its %d positions", res.n_prefilled, n2);
+    cr_expect_eq(res.n_drafted, 0, "turn 2 drafted %d times", res.n_drafted);
+    // the reference: plain decoding of the same conversation in a new context
+    petrel_context *cr = petrel_context_new(m, NULL, err, sizeof err);
+    cr_assert(cr, "%s", err);
+    petrel_gen_params gr = {.n_predict = TURN2, .ignore_eos = true};
+    memset(&ref, 0, sizeof ref);
+    cr_assert_eq(petrel_generate(cr, conv, n2, &gr, tu_collect_token, &ref, &res), 0, "%s", petrel_context_error(cr));
+    tu_expect_same_tokens(&ref, &t2, "turn 2");
+    petrel_context_free(cr);
+    petrel_context_free(c);
+    petrel_model_close(m);
+}
+
 // The adaptive loop writes most MTP KV entries through the queue's KV-only
 // path (the tiny model's random MTP head is rarely right, so it mostly
 // decodes plain steps); verifying every step runs the whole block on each
