@@ -457,6 +457,21 @@ Test(spec_policy, sampled_identical_in_every_mode)
     modes_match(&sp, 2); // MTP drafts and drafts right half the time
 }
 
+// Records n made-up samples of each step cost in the context's adaptive
+// costs: a verification 2.5 plain steps, a draft 0.5, where even
+// acceptance 1 cannot pay (the case of dormant calls).
+static void note_hopeless_costs(petrel_context *c, int n)
+{
+    pt_spec_policy p;
+    pt_spec_policy_init(&p, PETREL_SPEC_ADAPTIVE, &c->spec_costs);
+    for (int i = 0; i < n; i++) {
+        pt_spec_note_plain(&p, 1e-3, 0, 0);
+        pt_spec_note_verify(&p, 2.5e-3, 0, 0);
+        pt_spec_note_draft(&p, 0.5e-3, 0);
+    }
+    pt_spec_policy_done(&p);
+}
+
 // A dormant call on the fixture (its context's costs set where even
 // acceptance 1 cannot pay): no draft, the MTP cache not written, the
 // tokens those of plain decoding; the live call after it (same prompt,
@@ -472,14 +487,7 @@ Test(spec_policy, dormant_call_then_live_call)
     char err[1024];
     petrel_context *c = petrel_context_new(m, NULL, err, sizeof err);
     cr_assert(c, "%s", err);
-    pt_spec_policy p;
-    pt_spec_policy_init(&p, PETREL_SPEC_ADAPTIVE, &c->spec_costs);
-    for (int i = 0; i < 4; i++) { // a verification 2.5 plain steps, a draft 0.5: hopeless
-        pt_spec_note_plain(&p, 1e-3, 0, 0);
-        pt_spec_note_verify(&p, 2.5e-3, 0, 0);
-        pt_spec_note_draft(&p, 0.5e-3, 0);
-    }
-    pt_spec_policy_done(&p);
+    note_hopeless_costs(c, 4);
     gp.speculative = true;
     gp.spec_mode = PETREL_SPEC_ADAPTIVE;
     gp.reuse_prefix = true;
@@ -523,14 +531,7 @@ Test(spec_policy, conversation_turn_stays_dormant_rather_than_reprefill)
     char err[1024];
     petrel_context *c = petrel_context_new(m, NULL, err, sizeof err);
     cr_assert(c, "%s", err);
-    pt_spec_policy p;
-    pt_spec_policy_init(&p, PETREL_SPEC_ADAPTIVE, &c->spec_costs);
-    for (int i = 0; i < 4; i++) { // a verification 2.5 plain steps, a draft 0.5: hopeless
-        pt_spec_note_plain(&p, 1e-3, 0, 0);
-        pt_spec_note_verify(&p, 2.5e-3, 0, 0);
-        pt_spec_note_draft(&p, 0.5e-3, 0);
-    }
-    pt_spec_policy_done(&p);
+    note_hopeless_costs(c, 4);
     enum { TURN1 = 48, TURN2 = 8, EXTRA = 3 };
     petrel_gen_params gp = {.n_predict = TURN1, .ignore_eos = true, .speculative = true,
                             .spec_mode = PETREL_SPEC_ADAPTIVE, .reuse_prefix = true};
@@ -549,13 +550,7 @@ Test(spec_policy, conversation_turn_stays_dormant_rather_than_reprefill)
     const int n2 = NP + TURN1 + EXTRA;
     // the costs hopeless again (turn 1's real plain steps replaced the
     // made-up ones), and this call due to be live
-    pt_spec_policy_init(&p, PETREL_SPEC_ADAPTIVE, &c->spec_costs);
-    for (int i = 0; i < PT_SPEC_WIN; i++) {
-        pt_spec_note_plain(&p, 1e-3, 0, 0);
-        pt_spec_note_verify(&p, 2.5e-3, 0, 0);
-        pt_spec_note_draft(&p, 0.5e-3, 0);
-    }
-    pt_spec_policy_done(&p);
+    note_hopeless_costs(c, PT_SPEC_WIN);
     c->spec_costs.dormant_calls = PT_SPEC_DORMANT_CALLS;
     gp.n_predict = TURN2;
     memset(&t2, 0, sizeof t2);
