@@ -142,15 +142,22 @@ TGT2I int32_t hsum4_i32(__m128i a)
 // the other, and the core's own loads keep too few cache lines in flight
 // for DRAM (its reorder window covers only a few hundred bytes of a
 // compute-heavy loop), so the lines are asked for this far ahead: measured
-// +20-40 % GB/s from DRAM on Zen 3 (docs/kernels.md).
+// +20-40 % GB/s from DRAM on Zen 3 (docs/kernels.md). 4096 rather than
+// 2048: 1 thread streaming 512 MiB on an Ice Lake Xeon (avx512 entries, GB
+// per CPU second, interleaved best of 6) Q2_K 7.9 -> 8.3, Q4_K 9.7 -> 10.3,
+// Q6_K 10.3 -> 10.9 (none 6.3 / 7.7 / 8.4; 6144 within noise of 4096).
+// Hint T0 (K_PREFETCH_LOC 3): T1, T2 and NTA measured 2-10 % slower there.
 #ifndef K_PREFETCH
-#define K_PREFETCH 2048
+#define K_PREFETCH 4096
+#endif
+#ifndef K_PREFETCH_LOC
+#define K_PREFETCH_LOC 3
 #endif
 // Software prefetch of the `bytes` of weights at p (one hint per 64-byte line).
 static inline void k_prefetch(const char *p, size_t bytes)
 {
     for (size_t o = 0; o < bytes; o += 64)
-        __builtin_prefetch(p + o, 0, 3);
+        __builtin_prefetch(p + o, 0, K_PREFETCH_LOC);
 }
 
 // The row loop of every K-type kernel: SUMS(block, activation block) ->
