@@ -21,8 +21,8 @@
 // fold into the eight lanes with one add; for IQ4_NL dpbusd of the levels
 // biased to unsigned (w + 128) minus dpbusd of 128, both exact int32; for
 // IQ4_XS level magnitudes times the quants negated under a mask (maddubs,
-// then dpwssd with the block scale), for IQ2_XXS (with VBMI) gathered grid
-// entries and vector-made sign masks (dpbusd, then dpwssd), see their
+// then dpwssd with the block scale), for IQ2_XXS (with VBMI + GFNI) the
+// grid in registers and vector-made sign masks (dpbusd, then dpwssd), see their
 // kernels. Where one step handles two or four 32-blocks, the activation
 // quants are regrouped (permute2x128 / shuffle_i64x2) to meet the nibble
 // order of the weights, and the first / second halves of the blocks are
@@ -41,6 +41,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
+#include <pthread.h>
 
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define TGTI __attribute__((target("avx2,fma,f16c"), always_inline)) inline
@@ -1066,92 +1067,168 @@ TGT512B float pt_vdot_iq2_xxs_avx512bw(const void *w, const void *xq, int64_t n)
     return 0.125f * hsum8(vacc);
 }
 
-// ---- AVX-512 VBMI: IQ2_XXS with gathered grid entries and vector signs ----
-// What bounds the kernel above on Intel (Emerald Rapids, measured) is the
-// scalar work per 64 values: 8 grid loads + inserts and two ksigns4 (pdep +
-// SWAR). Here, per super-block: one vpermd puts the eight aux words side
-// by side, one vpmultishiftqb cuts their 4 x 7-bit sign fields into bytes
-// and one vpermi2b looks them up in ggml's ksigns table (parity bit
-// included), stored once so that each 64 values' sign mask is one load +
-// kmovq; the 8 grid indices of each 64 values are spread to qwords by one
-// zero-masked vpermb and their entries fetched with one vpgatherqq (fast
-// on Intel: 8 loads; Zen 4's are slow, see "ggml's order on ymm chains").
-// The products: the quants negated under the sign mask, one dpbusd of the
-// magnitudes (u8) gives the exact 4-value sums (<= 4 x 43 x 127 = 21844:
-// an int16 in the low word, its sign in the high word), one dpwssd with
-// the block scale 2 s + 1 in the low word (0 in the high one) adds
-// sum x scale into dword m: ggml's lanes, folded as the kernel above.
-// Measured alternatives (in L2, 1 thread, same run): the grid as two bit
-// planes in registers (4 vpermi2b per super-block, masks through memory)
-// 22 ns per super-block, gather + scalar signs 14.5, inserts + vector
-// signs 15.6; this kernel 11.4, the one above 16.2.
+// ---- AVX-512 VBMI + GFNI: IQ2_XXS with the grid held in registers ---------
+// What bounds the kernel above is the scalar work per 64 values (8 grid
+// loads + inserts, two ksigns4); fetching the 8 entries with one vpgatherqq
+// instead (the previous kernel here: 11.4 ns per super-block on Emerald
+// Rapids) is slow where the microcode mitigates Gather Data Sampling (Ice
+// Lake, Tiger Lake, Skylake-SP / Cascade Lake): 42-48 ns on an Ice Lake
+// Xeon, 2.5x the AVX2 kernel. So the grid is looked up in registers. Every
+// grid value is 8, 25 or 43: an entry is 8 two-bit codes (0 / 1 / 2), 16
+// bits, and the 256 entries are 512 bytes = 8 zmm, as two byte planes
+// (values 0..3 / 4..7), each two 128-entry halves. Per super-block: one
+// vpermb spreads its 32 grid indices to the 64 (entry, plane) bytes, four
+// vpermi2b (7-bit index: the grid index's low bits) look up both halves
+// of both planes, and two blends under index bit 7 and one under the
+// plane pick each byte's: the 64 code bytes, stored. Per 64 values (8
+// entries, two 32-blocks): one broadcast load of their 16 code bytes
+// (stored in the order that puts entry e in word e / 2 of qword e of the
+// broadcast), one vpmultishiftqb cuts each value's code into the low bits
+// of its byte and one gf2p8affineqb maps code c to its value (8 ^ 0x11 c0
+// ^ 0x23 c1 is 8, 25, 43: the map is affine over GF(2)). Signs: one vpermd
+// puts the eight aux words side by side, one vpmultishiftqb cuts their
+// 4 x 7-bit sign fields into bytes and one vpermi2b looks them up in
+// ggml's ksigns table (parity bit included); stored, so that each 64
+// values' mask is a kmovq from memory. Products: the quants negated under
+// the sign mask, one dpbusd of the magnitudes (u8) gives the exact 4-value
+// sums (<= 4 x 43 x 127 = 21844: an int16 in the low word, its sign in the
+// high word), one dpwssd with the block scale 2 s + 1 in the low word (0
+// in the high one) adds sum x scale into dword m: ggml's lanes, folded as
+// the kernel above. Measured here (Ice Lake Xeon, in L2, 1 thread, busy
+// machine, same run): 14-15 ns per super-block, AVX2 18-25, gather 42-47.
+#define TGT512VG __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,gfni")))
+#define TGTI512VG __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,gfni"), always_inline)) inline
+
+// code of value v (0..7) of entry e: bits 2 (v % 4) .. of byte
+// xxs_codes[256 (v / 4) + e] (plane-major: vpermi2b's 7-bit index is then
+// the grid index itself, bit 7 picking the half)
+static _Alignas(64) uint8_t xxs_codes[512];
+static pthread_once_t xxs_codes_once = PTHREAD_ONCE_INIT;
+static void xxs_codes_make(void)
+{
+    for (int e = 0; e < 256; e++)
+        for (int v = 0; v < 8; v++) {
+            const int g = (int)(pt_iq2xxs_grid[e] >> 8 * v & 0xff);
+            const int c = g == 8 ? 0 : g == 25 ? 1 : 2;
+            assert(g == 8 || g == 25 || g == 43);
+            xxs_codes[256 * (v / 4) + e] |= (uint8_t)(c << 2 * (v % 4));
+        }
+}
 
 typedef struct {
-    __m512i ks0, ks1, gsel[4]; // ksigns table; grid-index selectors per 64 values
+    __m512i T[8];       // the code table (xxs_codes)
+    __m512i spread;     // raw byte of the entry of each code byte
+    __m512i cut;        // vpmultishiftqb offsets of the 8 values of the entry in qword e
+    __m512i ks0, ks1;   // ksigns table
 } xxs_consts;
 
-static TGTI512V void xxs_consts_init(xxs_consts *c)
+static TGTI512VG void xxs_consts_init(xxs_consts *c)
 {
+    pthread_once(&xxs_codes_once, xxs_codes_make);
+    for (int k = 0; k < 8; k++)
+        c->T[k] = _mm512_load_si512((const void *)(xxs_codes + 64 * k));
+    // code byte 2W + p (word W, plane p): word W of qword q = W / 4 holds
+    // entry 8 (q / 2) + q % 2 + 2 (W % 4), which is grid index byte
+    // 8 (e / 4) + e % 4 of the super-block
+    _Alignas(64) uint8_t sp[64], ct[64];
+    for (int b = 0; b < 64; b++) {
+        const int W = b / 2, q = W / 4, e = 8 * (q / 2) + q % 2 + 2 * (W % 4);
+        sp[b] = (uint8_t)(8 * (e / 4) + e % 4);
+        const int qe = b / 8, v = b % 8; // output qword qe = entry qe of the 8: word qe / 2, plane v / 4
+        ct[b] = (uint8_t)(16 * (qe / 2) + 2 * v);
+    }
+    c->spread = _mm512_load_si512((const void *)sp);
+    c->cut = _mm512_load_si512((const void *)ct);
     c->ks0 = _mm512_loadu_si512((const void *)pt_ksigns_iq2xs);
     c->ks1 = _mm512_loadu_si512((const void *)(pt_ksigns_iq2xs + 64));
-    for (int j = 0; j < 4; j++) // qword e <- index byte e of blocks 2j (e < 4), 2j + 1
-        c->gsel[j] = _mm512_setr_epi64(16 * j, 16 * j + 1, 16 * j + 2, 16 * j + 3, 16 * j + 8, 16 * j + 9,
-                                       16 * j + 10, 16 * j + 11);
+}
+
+// The 64 code bytes of a super-block (raw = its 64 bytes qs) into r.
+static TGTI512VG void xxs_codes512(__m512i raw, const xxs_consts *c, uint8_t *r)
+{
+    const __m512i X = _mm512_permutexvar_epi8(c->spread, raw);
+    const __mmask64 k7 = _mm512_movepi8_mask(X);
+    const __m512i p0 = _mm512_mask_blend_epi8(k7, _mm512_permutex2var_epi8(c->T[0], X, c->T[1]),
+                                              _mm512_permutex2var_epi8(c->T[2], X, c->T[3]));
+    const __m512i p1 = _mm512_mask_blend_epi8(k7, _mm512_permutex2var_epi8(c->T[4], X, c->T[5]),
+                                              _mm512_permutex2var_epi8(c->T[6], X, c->T[7]));
+    _mm512_store_si512((void *)r, _mm512_mask_blend_epi8(0xaaaaaaaaaaaaaaaaull, p0, p1)); // odd bytes: plane 1
+}
+
+// The grid magnitudes of values 64j .. 64j + 63 from the stored codes.
+static TGTI512VG __m512i xxs_grid512(const uint8_t *r, const xxs_consts *c, int j)
+{
+    const long long map = 0x0302000001020000ll; // row of output bit i in byte 7 - i
+    const __m512i b = _mm512_broadcast_i32x4(_mm_load_si128((const __m128i *)(r + 16 * j)));
+    return _mm512_gf2p8affine_epi64_epi8(_mm512_multishift_epi64_epi8(c->cut, b), _mm512_set1_epi64(map), 0x08);
 }
 
 // The sign masks of one super-block into m[0..3] (qword j: values 64j ..
 // 64j + 63, bit p set = value negative) and its 8 block scales 2 s + 1 as
 // dwords 0..7 (returned). raw = the 64 bytes qs.
-static TGTI512V __m512i xxs_signs_scales512(__m512i raw, const xxs_consts *c, uint64_t m[8])
+static TGTI512VG __m512i xxs_signs_scales512(__m512i raw, const xxs_consts *c, uint64_t m[8])
 {
     const __m512i asel = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15);
-    // bytes 0..3 / 4..7 of qword t <- the 7-bit fields of aux 2t / 2t + 1
     const __m512i cut = _mm512_set1_epi64(0x352e2720150e0700ll);
     const __m512i aux = _mm512_permutexvar_epi32(asel, raw);
     _mm512_store_si512((void *)m, _mm512_permutex2var_epi8(c->ks0, _mm512_multishift_epi64_epi8(cut, aux), c->ks1));
     return _mm512_or_si512(_mm512_srli_epi32(aux, 27), _mm512_set1_epi32(1));
 }
 
-// The grid magnitudes of values 64j .. 64j + 63.
-static TGTI512V __m512i xxs_grid512(__m512i raw, const xxs_consts *c, int j)
+// What a super-block's step stage leaves in memory for its four 64-value
+// steps: code bytes, sign masks (qword j: values 64j ..), block scales
+// (dword b). Read back by loads (broadcasts, kmovq from memory), which
+// take no shuffle-port uop, where register extracts would.
+typedef struct {
+    _Alignas(64) uint8_t r[64];
+    _Alignas(64) uint64_t m[8];
+    _Alignas(64) int32_t ls[16];
+} xxs_stage;
+
+static TGTI512VG void xxs_block(const uint8_t *qs, const xxs_consts *c, xxs_stage *sb)
 {
-    const __m512i gi = _mm512_maskz_permutexvar_epi8(0x0101010101010101ull, c->gsel[j], raw);
-    return _mm512_i64gather_epi64(gi, (const long long *)pt_iq2xxs_grid, 8);
+    const __m512i raw = _mm512_loadu_si512((const void *)qs);
+    xxs_codes512(raw, c, sb->r);
+    _mm512_store_si512((void *)sb->ls, xxs_signs_scales512(raw, c, sb->m));
+    // the stores are read back as memory (see above), not forwarded by
+    // the compiler from the registers
+    __asm__("" : "+m"(*sb));
 }
 
-// acc + scale x exact 4-value sums of the magnitudes g with the quants at
-// q8 negated under neg (dpbusd, then dpwssd: see above).
-static TGTI512V __m512i xxs_dot512(__m512i acc, __m512i g, __mmask64 neg, const int8_t *q8, __m512i sc)
+// dwords 0..7 = scale of block 2j, 8..15 = of block 2j + 1.
+static TGTI512VG __m512i xxs_scale(const xxs_stage *sb, int j)
+{
+    return _mm512_mask_set1_epi32(_mm512_set1_epi32(sb->ls[2 * j]), 0xff00, sb->ls[2 * j + 1]);
+}
+
+static TGTI512VG __m512i xxs_dot512(__m512i acc, __m512i g, __mmask64 neg, const int8_t *q8, __m512i sc)
 {
     const __m512i x = _mm512_loadu_si512((const void *)q8);
     const __m512i xs = _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x);
     return _mm512_dpwssd_epi32(acc, _mm512_dpbusd_epi32(_mm512_setzero_si512(), g, xs), sc);
 }
 
-static TGT512V float iq2_xxs_vbmi(const void *w, const void *xq, int64_t n)
+static TGT512VG float iq2_xxs_vbmi(const void *w, const void *xq, int64_t n)
 {
     const pt_blk_iq2_xxs *x = w;
     const block_q8_K *y = xq;
     xxs_consts c;
     xxs_consts_init(&c);
-    // volatile: each mask is read back as a load + kmovq (without it the
-    // compiler extracts the qwords from the register: more shuffle uops)
-    _Alignas(64) volatile uint64_t m[8];
+    xxs_stage sb;
     __m256 vacc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         if (IQ_PREFETCH)
             iq_prefetch(&x[i], sizeof x[i]);
-        const __m512i raw = _mm512_loadu_si512((const void *)x[i].qs);
-        const __m512i ls = xxs_signs_scales512(raw, &c, (uint64_t *)m);
+        xxs_block(x[i].qs, &c, &sb);
         __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
-            const __m512i g = xxs_grid512(raw, &c, j);
-            const __m512i sc = _mm512_permutexvar_epi32(pair_sel(j), ls);
+            const __m512i g = xxs_grid512(sb.r, &c, j);
+            const __m512i sc = xxs_scale(&sb, j);
             if (j & 1)
-                acc1 = xxs_dot512(acc1, g, _cvtu64_mask64(m[j]), y[i].qs + 64 * j, sc);
+                acc1 = xxs_dot512(acc1, g, _load_mask64((__mmask64 *)&sb.m[j]), y[i].qs + 64 * j, sc);
             else
-                acc0 = xxs_dot512(acc0, g, _cvtu64_mask64(m[j]), y[i].qs + 64 * j, sc);
+                acc0 = xxs_dot512(acc0, g, _load_mask64((__mmask64 *)&sb.m[j]), y[i].qs + 64 * j, sc);
         }
         const __m256i sum = fold512(_mm512_add_epi32(acc0, acc1));
         vacc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), vacc);
@@ -1159,60 +1236,60 @@ static TGT512V float iq2_xxs_vbmi(const void *w, const void *xq, int64_t n)
     return 0.125f * hsum8(vacc);
 }
 
-// The AVX-512 IQ2_XXS entry: the VBMI kernel where the CPU has VBMI (Intel
-// since Ice Lake, AMD since Zen 4), the one above (F/BW/VL/VNNI) on the
-// others (Cascade Lake); both equal the scalar vdot bit for bit.
-TGT512B float pt_vdot_iq2_xxs_avx512(const void *w, const void *xq, int64_t n)
-{
-    assert(n % QK_K == 0);
-    if (__builtin_cpu_supports("avx512vbmi"))
-        return iq2_xxs_vbmi(w, xq, n);
-    return pt_vdot_iq2_xxs_avx512bw(w, xq, n);
-}
-
-// One IQ2_XXS row times 4 activation rows: grid entries, sign masks and
-// scales made once for the four; each output takes iq2_xxs_vbmi's integer
-// sums and float operations, so equals it bit for bit.
-static TGT512V void iq2_xxs_vdot4_vbmi(const void *w, const void *xq, size_t ldx, int64_t n, float *out)
+// One IQ2_XXS row times 4 activation rows with the register grid: codes,
+// sign masks and scales made once for the four; each output takes
+// iq2_xxs_vbmi's integer sums and float operations, so equals it bit for bit.
+static TGT512VG void iq2_xxs_vdot4_vbmi(const void *w, const void *xq, size_t ldx, int64_t n, float *out)
 {
     const pt_blk_iq2_xxs *x = w;
     xxs_consts c;
     xxs_consts_init(&c);
-    _Alignas(64) volatile uint64_t m[8];
+    xxs_stage sb;
     __m256 vacc[4];
-    for (int r = 0; r < 4; r++)
-        vacc[r] = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++)
+        vacc[k] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const block_q8_K *y[4];
         q8k_rows4(xq, ldx, i, y);
-        const __m512i raw = _mm512_loadu_si512((const void *)x[i].qs);
-        const __m512i ls = xxs_signs_scales512(raw, &c, (uint64_t *)m);
+        xxs_block(x[i].qs, &c, &sb);
         __m512i acc[4];
-        for (int r = 0; r < 4; r++)
-            acc[r] = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
-            const __m512i g = xxs_grid512(raw, &c, j);
-            const __mmask64 neg = _cvtu64_mask64(m[j]);
-            const __m512i sc = _mm512_permutexvar_epi32(pair_sel(j), ls);
+            const __m512i g = xxs_grid512(sb.r, &c, j);
+            const __mmask64 neg = _load_mask64((__mmask64 *)&sb.m[j]);
+            const __m512i sc = xxs_scale(&sb, j);
 #pragma GCC unroll 4
-            for (int r = 0; r < 4; r++)
-                acc[r] = xxs_dot512(acc[r], g, neg, y[r]->qs + 64 * j, sc);
+            for (int k = 0; k < 4; k++)
+                acc[k] = xxs_dot512(acc[k], g, neg, y[k]->qs + 64 * j, sc);
         }
         __m256i sum[4];
-        for (int r = 0; r < 4; r++)
-            sum[r] = fold512(acc[r]);
+        for (int k = 0; k < 4; k++)
+            sum[k] = fold512(acc[k]);
         acc4_scaled(vacc, sum, h2f(x[i].d), y);
     }
-    for (int r = 0; r < 4; r++)
-        out[r] = 0.125f * hsum8(vacc[r]);
+    for (int k = 0; k < 4; k++)
+        out[k] = 0.125f * hsum8(vacc[k]);
 }
 
-// Without VBMI the AVX2 vdot4 (the same bits).
+// The AVX-512 IQ2_XXS entry: the register-grid kernel where the CPU has
+// VBMI and GFNI (Intel since Ice Lake, AMD since Zen 4), the F/BW/VL/VNNI
+// one above on the others (Cascade Lake); both equal the scalar vdot bit
+// for bit.
+TGT512B float pt_vdot_iq2_xxs_avx512(const void *w, const void *xq, int64_t n)
+{
+    assert(n % QK_K == 0);
+    if (__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("gfni"))
+        return iq2_xxs_vbmi(w, xq, n);
+    return pt_vdot_iq2_xxs_avx512bw(w, xq, n);
+}
+
+// Without VBMI + GFNI the AVX2 vdot4 (the same bits).
 TGT512B void pt_vdot4_iq2_xxs_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out)
 {
     assert(n % QK_K == 0);
-    if (__builtin_cpu_supports("avx512vbmi"))
+    if (__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("gfni"))
         iq2_xxs_vdot4_vbmi(w, xq, ldx, n, out);
     else
         pt_vdot4_iq2_xxs_avx2(w, xq, ldx, n, out);
