@@ -172,18 +172,23 @@ static inline void k_prefetch(const char *p, size_t bytes)
     __m256 acc = _mm256_setzero_ps();                                                               \
     __m128 am = _mm_setzero_ps();                                                                   \
     float summs = 0.0f;                                                                             \
+    _Alignas(8) float dd_[2];                                                                       \
     for (int64_t i = 0; i < n / QK_K; i++) {                                                        \
         if (K_PREFETCH)                                                                             \
             k_prefetch((const char *)&b[i] + K_PREFETCH, sizeof(BLK));                             \
         const sb_sums sm_ = SUMS(&b[i], &x[i]);                                                     \
         const float d = x[i].d * h2f(b[i].d), dmin = -x[i].d * h2f(b[i].DMIN);                      \
+        /* d, dmin through memory: the FMAs take broadcast operands (see K_ROW_LOOP_DM) */          \
+        dd_[0] = d;                                                                                 \
+        dd_[1] = dmin;                                                                              \
+        __asm__ volatile("" : : "r"(dd_) : "memory");                                               \
         if (KIND == 1)                                                                              \
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(sm_.ms), acc);          \
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(dd_[1]), _mm256_cvtepi32_ps(sm_.ms), acc);        \
         if (KIND == 2)                                                                              \
-            am = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm256_castsi256_si128(sm_.ms)), am); \
+            am = _mm_fmadd_ps(_mm_set1_ps(dd_[1]), _mm_cvtepi32_ps(_mm256_castsi256_si128(sm_.ms)), am); \
         if (KIND == 3)                                                                              \
             summs = fmaf(dmin, (float)hsum4_i32(_mm256_castsi256_si128(sm_.ms)), summs);            \
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sm_.is), acc);                  \
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dd_[0]), _mm256_cvtepi32_ps(sm_.is), acc);             \
     }                                                                                               \
     float r_ = hsum8_ps(acc);                                                                       \
     if (KIND == 2) {                                                                                \
