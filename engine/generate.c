@@ -138,6 +138,10 @@ static void policy_stats(petrel_context *c, const pt_spec_policy *p)
     s->spec_uses_verify = p->k->u_verify;
     s->spec_gain = p->gain;
     s->spec_on = p->on;
+    s->spec_dormant = p->dormant;
+    s->spec_from_prior = p->from_prior;
+    s->spec_dormant_calls = p->k->dormant_calls;
+    s->spec_dormant_gap = p->k->dormant_gap;
 }
 
 int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt, const petrel_gen_params *gp,
@@ -157,7 +161,7 @@ int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt,
         return pt_errf(&c->err, "petrel_generate: spec_mode %d is not a PETREL_SPEC_* value", mode);
     const bool spec = gp->speculative && mode != PETREL_SPEC_OFF && (gp->draft_fn || c->model->hp.n_nextn > 0);
     pt_spec_policy pol;
-    pt_spec_policy_init(&pol, spec ? mode : PETREL_SPEC_OFF, &c->spec_costs);
+    pt_spec_policy_init_prior(&pol, spec ? mode : PETREL_SPEC_OFF, &c->spec_costs, &c->model->spec_prior);
     // A dormant call (engine/spec_policy.h) makes no draft: the MTP cache
     // is not kept filled (it ends where this call starts writing).
     bool use_mtp = spec && !gp->draft_fn && !pol.dormant;

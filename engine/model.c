@@ -433,6 +433,7 @@ petrel_model *petrel_model_open(const char *path, const petrel_model_params *par
         pt_errf(&err, "out of memory");
         goto fail;
     }
+    pt_spec_prior_init(&m->spec_prior);
     m->params = params ? *params : petrel_model_default_params();
     m->path = strdup(path);
     m->gguf = gguf_open(path, &err);
@@ -555,6 +556,7 @@ void petrel_model_close(petrel_model *m)
     if (m->gguf)
         gguf_close(m->gguf);
     free(m->path);
+    pt_spec_prior_destroy(&m->spec_prior);
     free(m);
 }
 

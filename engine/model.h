@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "cache/ecache.h"
+#include "engine/spec_policy.h"
 #include "format/gguf.h"
 #include "format/hparams.h"
 #include "kernels/matmul.h"
@@ -68,6 +69,7 @@ struct petrel_model {
     float softmax_scale;
     float *rope_cos, *rope_sin; // (n_ctx_max, qk_rope/2) computed lazily per context length
     int rope_len;
+    pt_spec_prior spec_prior; // step costs a new context's adaptive speculation starts from (engine/spec_policy.h)
 };
 
 // Prepares the RoPE table for positions [0, n) (YaRN-corrected frequencies).

@@ -84,6 +84,31 @@ static void win_explore(pt_spec_win *w, double x)
     w->shift = side;
 }
 
+// Adds a context's own sample to a window that holds the prior's
+// (pt_spec_prior): within the surprise band the prior is confirmed (the
+// window goes on as the context's own); outside it the sample is added and
+// remembered, and a second one on the same side replaces the window by the
+// two (the prior is another context's, perhaps under another load or cache
+// state; one sample alone may be a preempted step).
+static void win_own(pt_spec_win *w, double x)
+{
+    assert(w->prior);
+    const int side = x < w->est / PT_SPEC_SURPRISE ? -1 : x > w->est * PT_SPEC_SURPRISE ? 1 : 0;
+    if (side != 0 && side == w->shift) {
+        const double prev = w->v[(w->next + PT_SPEC_WIN - 1) % PT_SPEC_WIN];
+        w->n = w->next = 0;
+        win_add(w, prev);
+        win_add(w, x);
+        w->shift = 0;
+        w->prior = false;
+        return;
+    }
+    win_add(w, x);
+    w->shift = side;
+    if (side == 0)
+        w->prior = false;
+}
+
 double pt_spec_gain(double acc, double t_plain, double t_verify, double t_draft)
 {
     assert(t_plain > 0 && t_verify > 0 && t_draft >= 0);
@@ -112,18 +137,74 @@ static bool hopeless(const pt_spec_policy *p)
     return measured && !p->on && gain_acc(p, 1.0, 1.0) < -PT_SPEC_HYST;
 }
 
+// The dormancy schedule: PT_SPEC_DORMANT_CALLS dormant calls, then a live
+// re-check; each re-check after which the costs are still hopeless doubles
+// the count before the next (up to PT_SPEC_DORMANT_MAX): on a model where
+// speculation never pays the re-checks' MTP upkeep and explorations fade
+// out, while a change (a cache warmed, less load) is still noticed within
+// PT_SPEC_DORMANT_MAX calls. Costs that are not hopeless reset it.
 static void set_dormant(pt_spec_policy *p)
 {
     pt_spec_costs *k = p->k;
-    if (hopeless(p) && k->dormant_calls < PT_SPEC_DORMANT_CALLS) {
+    if (!hopeless(p)) {
+        k->dormant_calls = 0;
+        k->dormant_gap = PT_SPEC_DORMANT_CALLS;
+        k->recheck = false;
+        return;
+    }
+    if (k->dormant_gap < PT_SPEC_DORMANT_CALLS)
+        k->dormant_gap = PT_SPEC_DORMANT_CALLS;
+    if (k->recheck) // the re-check confirmed
+        k->dormant_gap = 2 * k->dormant_gap > PT_SPEC_DORMANT_MAX ? PT_SPEC_DORMANT_MAX : 2 * k->dormant_gap;
+    k->recheck = false;
+    if (k->dormant_calls < k->dormant_gap) {
         p->dormant = true;
         k->dormant_calls++;
     } else {
         k->dormant_calls = 0;
+        k->recheck = true;
     }
 }
 
+void pt_spec_prior_init(pt_spec_prior *pr)
+{
+    memset(&pr->k, 0, sizeof pr->k);
+    pthread_mutex_init(&pr->mu, NULL);
+}
+
+void pt_spec_prior_destroy(pt_spec_prior *pr)
+{
+    pthread_mutex_destroy(&pr->mu);
+}
+
+// Copies the prior into costs that hold no measurement yet, every window
+// with samples marked prior; returns whether it did.
+static bool prior_take(pt_spec_prior *pr, pt_spec_costs *k)
+{
+    if (k->t_plain.n || k->t_verify.n || k->t_draft.n)
+        return false;
+    pthread_mutex_lock(&pr->mu);
+    const bool have = pr->k.t_plain.n > 0;
+    if (have)
+        *k = pr->k;
+    pthread_mutex_unlock(&pr->mu);
+    if (!have)
+        return false;
+    pt_spec_win *w[3] = {&k->t_plain, &k->t_verify, &k->t_draft};
+    for (int i = 0; i < 3; i++) {
+        w[i]->prior = w[i]->n > 0;
+        w[i]->stale = false;
+        w[i]->shift = 0;
+    }
+    return true;
+}
+
 void pt_spec_policy_init(pt_spec_policy *p, int mode, pt_spec_costs *costs)
+{
+    pt_spec_policy_init_prior(p, mode, costs, NULL);
+}
+
+void pt_spec_policy_init_prior(pt_spec_policy *p, int mode, pt_spec_costs *costs, pt_spec_prior *prior)
 {
     assert(mode == PETREL_SPEC_ADAPTIVE || mode == PETREL_SPEC_ALWAYS || mode == PETREL_SPEC_OFF);
     memset(p, 0, sizeof *p);
@@ -131,6 +212,10 @@ void pt_spec_policy_init(pt_spec_policy *p, int mode, pt_spec_costs *costs)
     // Fixed modes measure into their own storage: what the context
     // remembers is what adaptive generations measured.
     p->k = mode == PETREL_SPEC_ADAPTIVE && costs ? costs : &p->own;
+    if (mode == PETREL_SPEC_ADAPTIVE && costs && prior) {
+        p->prior = prior;
+        p->from_prior = prior_take(prior, costs);
+    }
     // An adaptive call starts in the regime the last one ended in: its
     // estimates are of that regime (the other's was marked stale).
     p->on = mode == PETREL_SPEC_ALWAYS || (mode == PETREL_SPEC_ADAPTIVE && p->k->on);
@@ -160,6 +245,7 @@ bool pt_spec_keep_dormant(pt_spec_policy *p, int refill)
     // set_dormant left it (0), so that the next call asks again, and is
     // live once its prompt keeps less of this one (a new conversation).
     p->dormant = true;
+    p->k->recheck = false; // no re-check took place
     return true;
 }
 
@@ -177,6 +263,11 @@ void pt_spec_policy_done(pt_spec_policy *p)
         p->k->since_probe = p->since_probe;
         p->k->since_plain = p->since_plain;
         p->k->since_verify = p->since_verify;
+        if (p->prior) {
+            pthread_mutex_lock(&p->prior->mu);
+            p->prior->k = *p->k;
+            pthread_mutex_unlock(&p->prior->mu);
+        }
     }
 }
 
@@ -261,7 +352,13 @@ static void decide(pt_spec_policy *p)
     // acceptance one standard error higher: once off, acceptance is
     // sampled only by rare probes, so leaving on a dip of noise would keep
     // it off for long. With cheap drafts every plain step probes.
-    if (p->on && p->gain < -PT_SPEC_HYST &&
+    // No acceptance evidence yet (this call's or carried): the prior alone
+    // says nothing about this text, so the regime carried in stays (a
+    // call that starts verifying is not sent to plain steps by the prior's
+    // 0.5 where break-even is above it; its first outcome decides).
+    if (p->acc_n <= 0) {
+        // keep
+    } else if (p->on && p->gain < -PT_SPEC_HYST &&
         (draft_cheap(p) || gain_acc(p, acceptance_high(p), 1.0) < -PT_SPEC_HYST)) {
         p->on = false;
         p->n_switch++;
@@ -338,7 +435,9 @@ void pt_spec_note_plain(pt_spec_policy *p, double dt, double bytes, double uses)
     pt_spec_costs *k = p->k;
     ewma(&k->b_plain, bytes, k->t_plain.n);
     ewma(&k->u_plain, uses, k->t_plain.n);
-    if ((p->explored && p->on) || k->t_plain.stale)
+    if (k->t_plain.prior)
+        win_own(&k->t_plain, dt);
+    else if ((p->explored && p->on) || k->t_plain.stale)
         win_explore(&k->t_plain, dt);
     else
         win_add(&k->t_plain, dt);
@@ -353,7 +452,9 @@ void pt_spec_note_verify(pt_spec_policy *p, double dt, double bytes, double uses
     pt_spec_costs *k = p->k;
     ewma(&k->b_verify, bytes, k->t_verify.n);
     ewma(&k->u_verify, uses, k->t_verify.n);
-    if ((p->explored && !p->on) || k->t_verify.stale)
+    if (k->t_verify.prior)
+        win_own(&k->t_verify, dt);
+    else if ((p->explored && !p->on) || k->t_verify.stale)
         win_explore(&k->t_verify, dt);
     else
         win_add(&k->t_verify, dt);
@@ -367,7 +468,10 @@ void pt_spec_note_draft(pt_spec_policy *p, double dt, double bytes)
 {
     pt_spec_costs *k = p->k;
     ewma(&k->b_draft, bytes, k->t_draft.n);
-    win_add(&k->t_draft, dt);
+    if (k->t_draft.prior)
+        win_own(&k->t_draft, dt);
+    else
+        win_add(&k->t_draft, dt);
 }
 
 void pt_spec_note_outcome(pt_spec_policy *p, bool accepted, bool probe)

@@ -56,6 +56,20 @@
 // they are cheap every plain step probes, and a fresh start does not carry
 // one text's acceptance into the next.
 //
+// Per-model prior. A context that has measured nothing yet (a new
+// conversation in the server, each job of bench_mtp --fresh) starts from
+// the costs, regime, schedule and dormancy the model's contexts last ended
+// with (pt_spec_prior, in the model, under a mutex), so that it decides at
+// once instead of spending its first steps on timing both kinds of step;
+// its own samples replace the prior's as they arrive (each window is
+// checked by its first own samples: two on the same side of the surprise
+// band replace it). The acceptance follows the rules above (carried only
+// for costly drafts, weighed down to PT_SPEC_CARRY samples). No
+// acceptance evidence yet in a call (cheap drafts: nothing carried) leaves
+// the regime carried in: the prior sample at 0.5 says nothing about this
+// text, and a call that starts verifying keeps doing so until its first
+// outcome decides.
+//
 // Dormant calls. While adaptive decodes plain steps it still keeps the MTP
 // block's KV cache filled (engine/spec_mtp.h: an eh_proj and a kv_a
 // product per position), so that a draft can be made at any step. Where
@@ -67,14 +81,18 @@
 // (PT_NEVER A/B, 2026-12-02). Such a call is dormant: plain steps only, no
 // draft, no MTP upkeep (engine/generate.c; the MTP cache then ends where
 // the call started writing, and a later live call re-prefills from there).
-// Every PT_SPEC_DORMANT_CALLS-th call in a row is live again, so that the
-// costs are re-measured (a load or cache change may have made
-// verifications cheaper); the plain-step estimate stays current meanwhile.
+// After PT_SPEC_DORMANT_CALLS dormant calls in a row one is live again, so
+// that the costs are re-measured (a load or cache change may have made
+// verifications cheaper); each live re-check that leaves speculation
+// hopeless doubles the number of dormant calls before the next (up to
+// PT_SPEC_DORMANT_MAX), one that does not resets it; the plain-step
+// estimate stays current meanwhile.
 // None of this can change a token: the policy only picks which kind of step
 // produces the next one (engine/generate.c).
 #ifndef PETREL_ENGINE_SPEC_POLICY_H
 #define PETREL_ENGINE_SPEC_POLICY_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -109,7 +127,8 @@ enum {
 // call that would re-prefill more than PT_SPEC_REFILL_MAX positions stays
 // dormant (pt_spec_keep_dormant); the costs are then re-measured by the
 // first call whose prompt keeps no more than that (a new conversation).
-#define PT_SPEC_DORMANT_CALLS 8    // at most this many dormant calls in a row, then a live one
+#define PT_SPEC_DORMANT_CALLS 8    // dormant calls in a row before the first live re-check
+#define PT_SPEC_DORMANT_MAX 64     // ... doubled after each re-check that confirms, up to this
 #define PT_SPEC_REFILL_MAX 32      // most positions a live call after dormant ones may re-prefill
 
 // Mean of the last PT_SPEC_WIN samples of one quantity, each clipped at
@@ -120,6 +139,7 @@ typedef struct pt_spec_win {
     double est;            // the estimate (0 = no sample yet)
     bool stale;            // measured before the last regime switch: the next sample is an early check
     int shift;             // the last exploration sample fell below est / PT_SPEC_SURPRISE (-1), above est * it (+1), else 0
+    bool prior;            // the samples are another context's (pt_spec_prior): the next ones are checked against them
 } pt_spec_win;
 
 // What a context remembers between petrel_generate calls (zero = nothing).
@@ -132,14 +152,30 @@ typedef struct pt_spec_costs {
     bool on;                                // the regime the last adaptive call ended in
     int regime_steps;                       // decisions since that regime was entered
     int since_probe, since_plain, since_verify; // the schedule's counters (pt_spec_policy's) at its end
-    int dormant_calls;                      // dormant calls in a row just before
+    int dormant_calls;                      // dormant calls in a row just before (since the last live one)
+    int dormant_gap;                        // dormant calls before the next live re-check (0 = PT_SPEC_DORMANT_CALLS)
+    bool recheck;                           // the last call was a live re-check after dormant ones
 } pt_spec_costs;
+
+// The step costs of one loaded model that a context which has measured
+// nothing yet starts from (contract above: "Per-model prior"): the costs
+// the last adaptive call of any of its contexts ended with. Several
+// contexts may decode at once (the server): every access holds mu.
+typedef struct pt_spec_prior {
+    pthread_mutex_t mu;
+    pt_spec_costs k; // (k.t_plain.n == 0: nothing published yet)
+} pt_spec_prior;
+
+void pt_spec_prior_init(pt_spec_prior *pr);
+void pt_spec_prior_destroy(pt_spec_prior *pr);
 
 typedef struct pt_spec_policy {
     int mode;                  // PETREL_SPEC_ADAPTIVE / _ALWAYS / _OFF
     bool on;                   // current regime (adaptive): verifying drafts
     bool dormant;              // (adaptive) this call takes plain steps only and needs no drafts
     pt_spec_costs *k;          // the step costs (the context's, or own)
+    pt_spec_prior *prior;      // (adaptive, or NULL) the model's, published to at the end
+    bool from_prior;           // this call's costs started from the prior (a fresh context)
     pt_spec_costs own;         // storage when the caller keeps none
     // acceptance
     double acc_hit, acc_n;     // decayed accepted / checked drafts of this call
@@ -165,6 +201,13 @@ double pt_spec_gain(double acc, double t_plain, double t_verify, double t_draft)
 // p->dormant (see the contract): the caller then need not keep the MTP
 // cache filled, pt_spec_next returns PT_STEP_PLAIN only.
 void pt_spec_policy_init(pt_spec_policy *p, int mode, pt_spec_costs *costs);
+// The same, with the model's prior (NULL: none): an adaptive call whose
+// costs hold no measurement yet starts from a copy of it, every window
+// marked prior (the context's own samples replace it: a sample within
+// [est / PT_SPEC_SURPRISE, est * PT_SPEC_SURPRISE] confirms it, two on the
+// same side outside replace the window); pt_spec_policy_done publishes
+// the costs back.
+void pt_spec_policy_init_prior(pt_spec_policy *p, int mode, pt_spec_costs *costs, pt_spec_prior *prior);
 
 // Called before prefill by a caller that reuses a kept prefix: refill is
 // how many kept positions the call would re-prefill only because the MTP
@@ -173,7 +216,8 @@ void pt_spec_policy_init(pt_spec_policy *p, int mode, pt_spec_costs *costs);
 // is hopeless on the measured costs (the case that made earlier calls
 // dormant), the call is made dormant too; returns whether it was.
 bool pt_spec_keep_dormant(pt_spec_policy *p, int refill);
-// Ends a generation: remembers its acceptance as the next call's prior.
+// Ends a generation: remembers its acceptance as the next call's prior,
+// and (adaptive, with a prior) publishes the costs to the model's prior.
 void pt_spec_policy_done(pt_spec_policy *p);
 // Acceptance estimate: decayed hits over decayed samples, with one prior
 // sample so that it is defined before any evidence.

@@ -257,6 +257,10 @@ typedef struct petrel_stats {
     double spec_uses_plain;        // distinct experts computed per plain step
     double spec_uses_verify;       // ... per verification
     double spec_gain;              // expected speed-up of verifying, last decision (adaptive)
+    bool spec_dormant;             // (adaptive) the last call was dormant: plain steps, no MTP upkeep
+    bool spec_from_prior;          // (adaptive) ... started from the model's step costs (a fresh context)
+    int spec_dormant_calls;        // (adaptive) dormant calls since the last live one
+    int spec_dormant_gap;          // (adaptive) dormant calls between live re-checks now (0: none yet)
 } petrel_stats;
 
 // Per-layer expert statistics (MoE blocks; layer n_layer is the MTP block).

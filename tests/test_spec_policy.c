@@ -103,11 +103,13 @@ static double noisy(const machine *m, double t, uint64_t pos, int kind)
 // under a policy mode, with the step costs remembered in *costs (the
 // context's); *verifs counts the verifications made; on_at (NULL, or n
 // entries) gets the policy's regime at each token (true: verifying).
-static double simulate_call_d(int mode, const machine *m, int n, uint64_t base, pt_spec_costs *costs, int *verifs,
-                              bool *on_at, bool *dormant)
+// (prior: the model's step costs, or NULL; first: the first step's kind,
+// or NULL.)
+static double simulate_call_p(int mode, const machine *m, int n, uint64_t base, pt_spec_costs *costs, int *verifs,
+                              bool *on_at, bool *dormant, pt_spec_prior *prior, int *first)
 {
     pt_spec_policy pol;
-    pt_spec_policy_init(&pol, mode, costs);
+    pt_spec_policy_init_prior(&pol, mode, costs, prior);
     if (dormant)
         *dormant = pol.dormant;
     double t = 0;
@@ -115,6 +117,8 @@ static double simulate_call_d(int mode, const machine *m, int n, uint64_t base, 
     while (got < n) {
         const uint64_t pos = base + (uint64_t)got;
         int kind = pt_spec_next(&pol);
+        if (first && got == 0)
+            *first = kind;
         if (kind == PT_STEP_VERIFY && got + 1 >= n)
             kind = PT_STEP_PLAIN; // as engine/generate.c: one token still wanted
         if (on_at)
@@ -144,6 +148,12 @@ static double simulate_call_d(int mode, const machine *m, int n, uint64_t base, 
     }
     pt_spec_policy_done(&pol);
     return t;
+}
+
+static double simulate_call_d(int mode, const machine *m, int n, uint64_t base, pt_spec_costs *costs, int *verifs,
+                              bool *on_at, bool *dormant)
+{
+    return simulate_call_p(mode, m, n, base, costs, verifs, on_at, dormant, NULL, NULL);
 }
 
 static double simulate_call(int mode, const machine *m, int n, uint64_t base, pt_spec_costs *costs, int *verifs,
@@ -232,7 +242,9 @@ Test(spec_policy, hopeless_costs_next_to_nothing)
 // Where even acceptance 1 cannot pay (the trained model of bench/mtp.sh:
 // a verification 2.2 plain steps, a draft 0.4), the calls after the first
 // are dormant (no verification, no probe: engine/generate.c then keeps no
-// MTP cache), but for one live call after every PT_SPEC_DORMANT_CALLS; where
+// MTP cache), but for live re-checks: the first after PT_SPEC_DORMANT_CALLS
+// dormant calls, then after twice as many each time (each confirms), up to
+// PT_SPEC_DORMANT_MAX; where
 // speculation pays, or could at a higher acceptance, none is. (Before
 // dormant calls, adaptive kept the MTP cache filled in every call: 2-5% of
 // the time on the trained model.)
@@ -241,8 +253,8 @@ Test(spec_policy, dormant_when_even_full_acceptance_cannot_pay)
     const machine hopeless = {.r = 2.2, .d = 0.4, .p = 0.8, .spike = 0.02, .seed = 5151};
     pt_spec_costs costs;
     memset(&costs, 0, sizeof costs);
-    const int n_calls = 3 * (PT_SPEC_DORMANT_CALLS + 1);
-    int verifs = 0, live = 0, live_verifs = 0;
+    const int n_calls = 190;
+    int verifs = 0, live = 0, live_verifs = 0, next_live = 0, gap = PT_SPEC_DORMANT_CALLS, want_live = 0;
     for (int i = 0; i < n_calls; i++) {
         bool dormant;
         int v = 0;
@@ -256,10 +268,18 @@ Test(spec_policy, dormant_when_even_full_acceptance_cannot_pay)
         } else {
             cr_expect_eq(v, 0, "call %d: dormant but verified %d times", i, v);
         }
-        if (i > 0 && i % (PT_SPEC_DORMANT_CALLS + 1) != 0)
+        if (i == next_live) { // 0, 9, 26, 59, 124, 189: 8, 16, 32, 64, 64 dormant calls between
+            want_live++;
+            if (i > 0)
+                gap = 2 * gap > PT_SPEC_DORMANT_MAX ? PT_SPEC_DORMANT_MAX : 2 * gap;
+            next_live = i + gap + 1;
+            cr_expect(!dormant, "call %d: dormant, a live re-check was due", i);
+        } else {
             cr_expect(dormant, "call %d: live, the costs say even acceptance 1 cannot pay", i);
+        }
     }
-    cr_expect_leq(live, n_calls / (PT_SPEC_DORMANT_CALLS + 1) + 1, "%d live calls of %d", live, n_calls);
+    cr_expect_eq(live, want_live, "%d live calls of %d, want %d", live, n_calls, want_live);
+    cr_expect_eq(want_live, 6);
     fprintf(stderr, "hopeless costs: %d live calls of %d, %d verifications in all\n", live, n_calls, verifs);
     const machine pays[] = {{.r = 1.3, .d = 0.1, .p = 0.8, .spike = 0.02, .seed = 5252},
                             {.r = 1.4, .d = 0.2, .p = 0.2, .spike = 0.02, .seed = 5353}}; // would pay at acceptance 1 (+25%)
@@ -273,6 +293,113 @@ Test(spec_policy, dormant_when_even_full_acceptance_cannot_pay)
                       pays[j].d, pays[j].p, i);
         }
     }
+}
+
+// ---- the model's prior: fresh contexts -------------------------------------
+
+// Fresh contexts on one model (bench_mtp --fresh, a server's new
+// conversations): a context that has measured nothing starts from the
+// costs the model's earlier contexts published (pt_spec_prior), in their
+// regime: it verifies from its first step where speculation pays, and its
+// first call is dormant where even acceptance 1 cannot pay. Without the
+// prior each fresh context times a plain step, a probe and a
+// verification first (and, hopeless, makes a live call).
+Test(spec_policy, fresh_context_starts_from_model_prior)
+{
+    const machine pays = {.r = 1.3, .d = 0.1, .p = 0.9, .spike = 0, .seed = 6161};
+    const machine hopeless = {.r = 2.2, .d = 0.4, .p = 0.8, .spike = 0, .seed = 6262};
+    const machine *ms[2] = {&pays, &hopeless};
+    for (int j = 0; j < 2; j++) {
+        pt_spec_prior prior;
+        pt_spec_prior_init(&prior);
+        pt_spec_costs a;
+        memset(&a, 0, sizeof a);
+        int v = 0, first = -1;
+        for (int i = 0; i < 4; i++)
+            simulate_call_p(PETREL_SPEC_ADAPTIVE, ms[j], 64, (uint64_t)i * 64, &a, &v, NULL, NULL, &prior, NULL);
+        cr_assert_eq(a.on, j == 0, "machine %d: the first context ended %s", j, a.on ? "on" : "off");
+        for (int f = 0; f < 3; f++) { // fresh contexts, one after another
+            pt_spec_costs b;
+            memset(&b, 0, sizeof b);
+            bool dormant;
+            int vb = 0;
+            simulate_call_p(PETREL_SPEC_ADAPTIVE, ms[j], 32, 1000u + (uint64_t)f * 32, &b, &vb, NULL, &dormant,
+                            &prior, &first);
+            if (j == 0) {
+                cr_expect_eq(first, PT_STEP_VERIFY, "fresh context %d on a paying machine: first step %d", f, first);
+                cr_expect(!dormant);
+                cr_expect_geq(vb, 12, "fresh context %d: %d verifications in 32 tokens at p 0.9", f, vb);
+            } else {
+                cr_expect(dormant, "fresh context %d on a hopeless machine: live", f);
+                cr_expect_eq(vb, 0);
+            }
+        }
+        // Without the prior: the first steps time the costs.
+        pt_spec_costs c0;
+        memset(&c0, 0, sizeof c0);
+        simulate_call_p(PETREL_SPEC_ADAPTIVE, ms[j], 32, 2000, &c0, &v, NULL, NULL, NULL, &first);
+        cr_expect_eq(first, PT_STEP_PLAIN_PROBE);
+        pt_spec_prior_destroy(&prior);
+    }
+}
+
+// A prior from another load (a verification then cost 1.3 plain steps,
+// speculation paid; now 3, hopeless; or the plain step's cost doubled): a
+// fresh context corrects it from its own first samples, two on the same
+// side of the surprise band replace the prior's window, and the regime
+// follows within a few steps; a prior within the band is kept.
+Test(spec_policy, wrong_prior_is_corrected_within_a_few_steps)
+{
+    const machine then = {.r = 1.3, .d = 0.1, .p = 0.9, .spike = 0, .seed = 7171};
+    pt_spec_prior prior;
+    pt_spec_prior_init(&prior);
+    pt_spec_costs a;
+    memset(&a, 0, sizeof a);
+    int v = 0;
+    for (int i = 0; i < 4; i++)
+        simulate_call_p(PETREL_SPEC_ADAPTIVE, &then, 64, (uint64_t)i * 64, &a, &v, NULL, NULL, &prior, NULL);
+    cr_assert(a.on);
+    // verifications now 3x a plain step: the regime must be off within 4 steps
+    const machine now = {.r = 3.0, .d = 0.1, .p = 0.9, .spike = 0, .seed = 7272};
+    pt_spec_costs b;
+    memset(&b, 0, sizeof b);
+    bool on_at[64];
+    int vb = 0;
+    simulate_call_p(PETREL_SPEC_ADAPTIVE, &now, 64, 5000, &b, &vb, on_at, NULL, &prior, NULL);
+    int last_on = -1;
+    for (int i = 0; i < 64; i++)
+        if (on_at[i])
+            last_on = i;
+    cr_expect_leq(last_on, 5, "still verifying at token %d with verifications 3x a plain step", last_on);
+    cr_expect_leq(vb, 3, "%d verifications", vb);
+    cr_expect(!b.t_verify.prior, "the prior's verification window was kept");
+    cr_expect(fabs(b.t_verify.est / 3.0e-3 - 1) < 0.2, "t_verify estimate %.2f ms, the machine's 3", b.t_verify.est * 1e3);
+    // plain steps twice the prior's (and verifications with them): the
+    // regime is right (on), and the plain-step estimate is the new one
+    // after at most 2 own plain samples
+    const machine slow = {.r = 2.0 * 1.3, .d = 0.2, .p = 0.9, .spike = 0, .seed = 7373};
+    pt_spec_costs c;
+    memset(&c, 0, sizeof c);
+    pt_spec_policy pol;
+    pt_spec_policy_init_prior(&pol, PETREL_SPEC_ADAPTIVE, &c, &prior);
+    cr_assert(pol.from_prior && c.t_plain.prior);
+    pt_spec_note_plain(&pol, 2.0e-3, 0, 0);
+    cr_expect(c.t_plain.prior, "one surprising sample replaced the prior (it may be a preempted step)");
+    pt_spec_note_plain(&pol, 2.0e-3, 0, 0);
+    cr_expect(!c.t_plain.prior);
+    cr_expect(fabs(c.t_plain.est / 2.0e-3 - 1) < 1e-9, "t_plain estimate %.3f ms after two own samples of 2",
+              c.t_plain.est * 1e3);
+    (void)slow;
+    // a sample within the band confirms the prior's window
+    pt_spec_costs d;
+    memset(&d, 0, sizeof d);
+    pt_spec_policy_init_prior(&pol, PETREL_SPEC_ADAPTIVE, &d, &prior);
+    const double est = d.t_verify.est;
+    const int n = d.t_verify.n;
+    pt_spec_note_verify(&pol, 1.1 * est, 0, 0);
+    cr_expect(!d.t_verify.prior);
+    cr_expect_eq(d.t_verify.n, n < PT_SPEC_WIN ? n + 1 : PT_SPEC_WIN);
+    pt_spec_prior_destroy(&prior);
 }
 
 // Generations of n tokens in all, per_call tokens each in one context,
