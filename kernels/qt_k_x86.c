@@ -268,12 +268,31 @@ TGT2I __m256i q2k_mins(const pt_blk_q2_k *b, const block_q8_K *x, __m128i *sc8)
     return _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)x->bsums));
 }
 
+// Register scales of the 16-value-block Q2_K straight from its 4-bit scale
+// bytes: broadcast to both 128-bit lanes and masked (v8), one vpshufb per
+// 32-quant register picks byte 2j (low lane) / 2j + 1 (high lane) with a
+// zero byte above it: the int16 scales of blocks 2j, 2j + 1, zero-extended,
+// as bcast_sc of evenodd16's vector gives them, without evenodd16's
+// vpshufb and vpmovzxbw.
+#define Q2C2(a) a, (char)0x80
+#define Q2L8(a) Q2C2(a), Q2C2(a), Q2C2(a), Q2C2(a), Q2C2(a), Q2C2(a), Q2C2(a), Q2C2(a)
+static const char q2k_bc_tab[8][32] __attribute__((aligned(32))) = {
+    {Q2L8(0), Q2L8(1)},   {Q2L8(2), Q2L8(3)},   {Q2L8(4), Q2L8(5)},   {Q2L8(6), Q2L8(7)},
+    {Q2L8(8), Q2L8(9)},   {Q2L8(10), Q2L8(11)}, {Q2L8(12), Q2L8(13)}, {Q2L8(14), Q2L8(15)}};
+
+// int16 scales of register j (blocks 2j, 2j + 1) from v8 = the 16 scale
+// nibbles as bytes in both 128-bit lanes
+TGT2I __m256i q2k_bcast(__m256i v8, int j)
+{
+    return _mm256_shuffle_epi8(v8, _mm256_load_si256((const __m256i *)q2k_bc_tab[j]));
+}
+
 TGT2I sb_sums sums_q2_k_avx2(const pt_blk_q2_k *b, const block_q8_K *x)
 {
     const __m256i m3 = _mm256_set1_epi8(3);
     __m128i sc8;
     const __m256i mprod = q2k_mins(b, x, &sc8);
-    const __m256i sc = evenodd16(sc8, false);
+    const __m256i v8 = _mm256_broadcastsi128_si256(sc8);
     __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
     #pragma GCC unroll 4
     for (int h = 0; h < 2; h++) {
@@ -283,10 +302,10 @@ TGT2I sb_sums sums_q2_k_avx2(const pt_blk_q2_k *b, const block_q8_K *x)
         const __m256i q1 = _mm256_and_si256(_mm256_srli_epi16(qb, 2), m3);
         const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m3);
         const __m256i q3 = _mm256_and_si256(_mm256_srli_epi16(qb, 6), m3);
-        s0 = _mm256_add_epi32(s0, dot_sc_avx2(q0, xh, bcast_sc(sc, 4 * h + 0)));
-        s1 = _mm256_add_epi32(s1, dot_sc_avx2(q1, xh + 32, bcast_sc(sc, 4 * h + 1)));
-        s0 = _mm256_add_epi32(s0, dot_sc_avx2(q2, xh + 64, bcast_sc(sc, 4 * h + 2)));
-        s1 = _mm256_add_epi32(s1, dot_sc_avx2(q3, xh + 96, bcast_sc(sc, 4 * h + 3)));
+        s0 = _mm256_add_epi32(s0, dot_sc_avx2(q0, xh, q2k_bcast(v8, 4 * h + 0)));
+        s1 = _mm256_add_epi32(s1, dot_sc_avx2(q1, xh + 32, q2k_bcast(v8, 4 * h + 1)));
+        s0 = _mm256_add_epi32(s0, dot_sc_avx2(q2, xh + 64, q2k_bcast(v8, 4 * h + 2)));
+        s1 = _mm256_add_epi32(s1, dot_sc_avx2(q3, xh + 96, q2k_bcast(v8, 4 * h + 3)));
     }
     return (sb_sums){_mm256_add_epi32(s0, s1), mprod};
 }
@@ -895,27 +914,9 @@ static TGTG float vdot_q4_k_vl(const void *w, const void *xq, int64_t n)
     K_ROW_LOOP_DM(pt_blk_q4_k, sums_q4_k_vl, 2)
 }
 
-// Q2_K (as sums_q2_k_avx2), with the register scales taken straight from
-// the 4-bit scale bytes: broadcast to both 128-bit lanes (a load) and
-// masked, one vpshufb per register picks byte 2j (low lane) / 2j + 1 (high
-// lane) with a zero byte above it, i.e. the int16 scale of blocks 2j and
-// 2j + 1 zero-extended, as bcast_sc of evenodd16's vector gives it; saves
-// evenodd16's vpshufb and vpmovzxbw. Ice Lake, 1 thread, in L2, A/B in one
-// binary, 3 runs: 156 -> 149 ns per 7168-row (141 with K_ROW_LOOP_DM's
-// broadcast operands).
-#define Q2C2(a) a, (char)0x80
-#define Q2L8(a) Q2C2(a), Q2C2(a), Q2C2(a), Q2C2(a), Q2C2(a), Q2C2(a), Q2C2(a), Q2C2(a)
-static const char q2k_bc_tab[8][32] __attribute__((aligned(32))) = {
-    {Q2L8(0), Q2L8(1)},   {Q2L8(2), Q2L8(3)},   {Q2L8(4), Q2L8(5)},   {Q2L8(6), Q2L8(7)},
-    {Q2L8(8), Q2L8(9)},   {Q2L8(10), Q2L8(11)}, {Q2L8(12), Q2L8(13)}, {Q2L8(14), Q2L8(15)}};
-
-// int16 scales of register j (blocks 2j, 2j + 1) from v8 = the 16 scale
-// nibbles as bytes in both 128-bit lanes
-TGTGI __m256i q2k_bcast_vl(__m256i v8, int j)
-{
-    return _mm256_shuffle_epi8(v8, _mm256_load_si256((const __m256i *)q2k_bc_tab[j]));
-}
-
+// Q2_K (as sums_q2_k_avx2; v8 broadcast by a load). q2k_bcast's scales:
+// Ice Lake, 1 thread, in L2, A/B in one binary, 3 runs: 156 -> 149 ns per
+// 7168-row (141 with K_ROW_LOOP_DM's broadcast operands).
 TGTGI sb_sums sums_q2_k_vl(const pt_blk_q2_k *b, const block_q8_K *x)
 {
     const __m256i m3 = _mm256_set1_epi8(3);
@@ -930,10 +931,10 @@ TGTGI sb_sums sums_q2_k_vl(const pt_blk_q2_k *b, const block_q8_K *x)
         const int8_t *xh = x->qs + 128 * h;
         const __m256i q0 = _mm256_and_si256(qb, m3);
         const __m256i q1 = gf_bits(qb, 2, 2, 0), q2 = gf_bits(qb, 4, 2, 0), q3 = gf_bits(qb, 6, 2, 0);
-        s0 = dot_sc_vl(s0, q0, xh, q2k_bcast_vl(v8, 4 * h + 0));
-        s1 = dot_sc_vl(s1, q1, xh + 32, q2k_bcast_vl(v8, 4 * h + 1));
-        s0 = dot_sc_vl(s0, q2, xh + 64, q2k_bcast_vl(v8, 4 * h + 2));
-        s1 = dot_sc_vl(s1, q3, xh + 96, q2k_bcast_vl(v8, 4 * h + 3));
+        s0 = dot_sc_vl(s0, q0, xh, q2k_bcast(v8, 4 * h + 0));
+        s1 = dot_sc_vl(s1, q1, xh + 32, q2k_bcast(v8, 4 * h + 1));
+        s0 = dot_sc_vl(s0, q2, xh + 64, q2k_bcast(v8, 4 * h + 2));
+        s1 = dot_sc_vl(s1, q3, xh + 96, q2k_bcast(v8, 4 * h + 3));
     }
     return (sb_sums){_mm256_add_epi32(s0, s1), mprod};
 }
