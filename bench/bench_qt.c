@@ -3,7 +3,8 @@
 // set that stays in L2 (so the figure is the kernel's, not the memory's),
 // reported as ns per row and GB/s of weight bytes.
 // usage: bench_qt [rows_in_set (64)] [seconds per case (0.3)]
-// Figure: the fastest pass over the set (robust to a busy machine). A set
+// Figure: the fastest pass over the set (robust to a busy machine), the
+// vector paths' passes interleaved so that they compare fairly. A set
 // of 2048 rows (a 7168 x 2048 matrix, beyond the caches) measures one
 // core streaming the weights from memory instead.
 #include <stdio.h>
@@ -68,22 +69,38 @@ int main(int argc, char **argv)
         free(wf);
         void *xq = malloc(pt_act_row_bytes(q->act, n));
         pt_actq_of(q->act)(x, xq, n);
+        // the fastest pass over the set per path, the paths' passes taken
+        // in turn (round robin), so that a busy spell of a shared machine
+        // slows every path alike instead of whichever ran during it; the
+        // scalar path (~50x slower) gets its own time, the others share
+        // `secs` x their number
+        double best[PT_QPATH_N];
+        bool on[PT_QPATH_N];
+        int non = 0;
         for (int p = 0; p < PT_QPATH_N; p++) {
-            if (!q->vdot[p] || !path_ok(p))
-                continue;
-            // the fastest pass over the set: on a shared machine the mean
-            // measures the neighbours
-            volatile float sink = 0;
-            double best = 1e30;
+            best[p] = 1e30;
+            on[p] = q->vdot[p] && path_ok(p);
+            non += on[p] && p > 0;
+        }
+        volatile float sink = 0;
+        for (int round = 0; round < 2; round++) { // 0: scalar alone, 1: the vector paths
             const double t0 = now();
             do {
-                const double a = now();
-                for (int r = 0; r < nrows; r++)
-                    sink += q->vdot[p](w + rb * (size_t)r, xq, n);
-                const double e = now() - a;
-                best = e < best ? e : best;
-            } while (now() - t0 < secs);
-            const double ns = best * 1e9 / nrows;
+                for (int p = 0; p < PT_QPATH_N; p++) {
+                    if (!on[p] || (p == 0) != (round == 0))
+                        continue;
+                    const double a = now();
+                    for (int r = 0; r < nrows; r++)
+                        sink += q->vdot[p](w + rb * (size_t)r, xq, n);
+                    const double e = now() - a;
+                    best[p] = e < best[p] ? e : best[p];
+                }
+            } while (now() - t0 < secs * (round == 0 ? 1 : non));
+        }
+        for (int p = 0; p < PT_QPATH_N; p++) {
+            if (!on[p])
+                continue;
+            const double ns = best[p] * 1e9 / nrows;
             printf("%-8s %-7s %10.1f %8.1f\n", q->name, p == 0 ? "scalar" : p == 1 ? "avx2" : "avx512", ns,
                    (double)rb / ns);
         }
