@@ -375,10 +375,10 @@ Test(iq_vdot, iq4_xs) { check_vdot(PT_IQ4_XS); }
 // (random rows, activations random / all +127 / all -127, the four rows
 // different), and pt_gemm of any batch (fours through vdot4, the rest
 // vdot) equals pt_gemv per vector on every kernel path.
-static void check_vdot4(uint32_t t)
+// The vdot4-against-vdot part on rows of n values; returns the outputs checked.
+static int vdot4_vs_vdot(uint32_t t, int64_t n)
 {
     const pt_qtraits *q = pt_qtraits_of(t);
-    const int64_t n = 2048;
     const size_t ab = pt_act_row_bytes(q->act, n);
     uint8_t *w = malloc((size_t)(n / q->blck * q->bytes));
     char *xq = aligned_alloc(64, (4 * ab + 63) / 64 * 64);
@@ -401,11 +401,21 @@ static void check_vdot4(uint32_t t)
             }
         }
     }
+    free(w); free(xq); free(xf);
+    return checked;
+}
+
+static void check_vdot4(uint32_t t)
+{
+    const pt_qtraits *q = pt_qtraits_of(t);
+    const int64_t n = 2048;
+    // an odd number of super-blocks too (kernels that take them in pairs)
+    const int checked = vdot4_vs_vdot(t, n);
+    vdot4_vs_vdot(t, 768);
     if (path_available(PT_QPATH_AVX2))
         cr_assert_gt(checked, 0, "%s: no vdot4 ran on this AVX2 CPU", q->name);
     if (path_available(PT_QPATH_AVX512) && q->vdot4[PT_QPATH_AVX512])
         cr_assert_geq(checked, 6 * 4 * 2, "%s: the AVX-512 vdot4 did not run on this AVX-512 CPU", q->name);
-    free(w); free(xq); free(xf);
     const int64_t rows = 13, batches[] = {1, 4, 9};
     const size_t rb = (size_t)(n / q->blck * q->bytes);
     uint8_t *W = malloc(rb * rows);
