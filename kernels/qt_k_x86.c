@@ -471,6 +471,16 @@ TGT5I __m256i fold512(__m512i s0, __m512i s1)
     return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
 }
 
+// The 32-value block sums of Q8_K bsums (pairs of its 16-value sums) as 8
+// int16, for the Q4_K / Q5_K min products: one vpmaddwd by ones (exact
+// int32 pair sums, |s| <= 2 * 16 * 128) and one vpmovdw (exact: they fit
+// in int16) instead of hadd's three uops and an extract.
+TGT5I __m128i k4_bsums2_vl(const block_q8_K *x)
+{
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+    return _mm256_cvtepi32_epi16(_mm256_madd_epi16(bs, _mm256_set1_epi16(1)));
+}
+
 // Q4_K's weight side of a super-block, unpacked once for any number of
 // activation rows: the unsigned nibbles of the four 64-value chunk pairs
 // and the matching int16 scale vectors, the 8 scales / 8 mins (k4_scales16).
@@ -499,9 +509,7 @@ TGT5I q4k_w512 q4k_unpack_512(const pt_blk_q4_k *b)
 
 TGT5I sb_sums q4k_sums_x_512(const q4k_w512 *u, const block_q8_K *x)
 {
-    const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
-    const __m128i bs2 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-    const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(u->sm, 1), bs2);
+    const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(u->sm, 1), k4_bsums2_vl(x));
     __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
     #pragma GCC unroll 4
     for (int c = 0; c < 4; c += 2) {
@@ -557,9 +565,7 @@ TGT5I sb_sums sums_q5_k_512(const pt_blk_q5_k *b, const block_q8_K *x)
 {
     const __m512i m4 = _mm512_set1_epi8(0xF), m16 = _mm512_set1_epi8(16);
     const __m256i sm = k4_scales16(b->scales);
-    const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
-    const __m128i bs2 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-    const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bs2);
+    const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), k4_bsums2_vl(x));
     const __m512i sc = _mm512_castsi256_si512(sm);
     const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qh));
     __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
@@ -886,16 +892,6 @@ TGT5I __m128i k4_scale_pairs(__m128i r8, int32_t st[8])
     // the compiler does otherwise: a shuffle uop per scale, as before)
     __asm__ volatile("" : : "r"(st) : "memory");
     return _mm_cvtepu8_epi16(_mm_unpackhi_epi64(r8, r8));
-}
-
-// The 32-value block sums of Q8_K bsums (pairs of its 16-value sums) as 8
-// int16, for the Q4_K / Q5_K min products: one vpmaddwd by ones (exact
-// int32 pair sums, |s| <= 2 * 16 * 128) and one vpmovdw (exact: they fit
-// in int16) instead of hadd's three uops and an extract.
-TGT5I __m128i k4_bsums2_vl(const block_q8_K *x)
-{
-    const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
-    return _mm256_cvtepi32_epi16(_mm256_madd_epi16(bs, _mm256_set1_epi16(1)));
 }
 
 // vpshufb controls: scale k (byte k of a vector holding k4_scales8_vl's
