@@ -180,7 +180,8 @@ static inline void k_prefetch(const char *p, size_t bytes)
         const float d = x[i].d * h2f(b[i].d), dmin = -x[i].d * h2f(b[i].DMIN);                      \
         /* d, dmin through memory: the FMAs take broadcast operands (see K_ROW_LOOP_DM) */          \
         dd_[0] = d;                                                                                 \
-        dd_[1] = dmin;                                                                              \
+        if (KIND == 1 || KIND == 2) /* else dmin would be computed for nothing */                   \
+            dd_[1] = dmin;                                                                          \
         __asm__ volatile("" : : "r"(dd_) : "memory");                                               \
         if (KIND == 1)                                                                              \
             acc = _mm256_fmadd_ps(_mm256_set1_ps(dd_[1]), _mm256_cvtepi32_ps(sm_.ms), acc);        \
