@@ -165,7 +165,12 @@ static inline void k_prefetch(const char *p, size_t bytes)
 // ggml's own vector instructions. KIND: 0 no min (Q3_K, Q6_K), 1 Q2_K
 // (8-lane min products into the same accumulators, first), 2 Q4_K (4 min
 // accumulators), 3 Q5_K (a scalar min sum); DMIN the min scale field.
-#define K_ROW_LOOP(BLK, SUMS, KIND, DMIN)                                                           \
+// MEMB 1: d / dmin reach the FMAs through memory, as broadcast operands
+// (see K_ROW_LOOP_DM; AVX2 and ymm rows); 0: broadcast from registers, what
+// the zmm rows keep: with MEMB 1 the zmm Q6_K row was 4-5 % slower (Ice
+// Lake, PETREL_KQ_ZMM=1, in L2, A/B in one binary: 195.6 -> 204-208 ns).
+#define K_ROW_LOOP(BLK, SUMS, KIND, DMIN) K_ROW_LOOP_M(BLK, SUMS, KIND, DMIN, 1)
+#define K_ROW_LOOP_M(BLK, SUMS, KIND, DMIN, MEMB)                                                  \
     assert(n % QK_K == 0);                                                                          \
     const BLK *b = w;                                                                               \
     const block_q8_K *x = xq;                                                                       \
@@ -179,17 +184,19 @@ static inline void k_prefetch(const char *p, size_t bytes)
         const sb_sums sm_ = SUMS(&b[i], &x[i]);                                                     \
         const float d = x[i].d * h2f(b[i].d), dmin = -x[i].d * h2f(b[i].DMIN);                      \
         /* d, dmin through memory: the FMAs take broadcast operands (see K_ROW_LOOP_DM) */          \
-        dd_[0] = d;                                                                                 \
-        if (KIND == 1 || KIND == 2) /* else dmin would be computed for nothing */                   \
-            dd_[1] = dmin;                                                                          \
-        __asm__ volatile("" : : "r"(dd_) : "memory");                                               \
+        if (MEMB) {                                                                                 \
+            dd_[0] = d;                                                                             \
+            if (KIND == 1 || KIND == 2) /* else dmin would be computed for nothing */               \
+                dd_[1] = dmin;                                                                      \
+            __asm__ volatile("" : : "r"(dd_) : "memory");                                           \
+        }                                                                                           \
         if (KIND == 1)                                                                              \
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(dd_[1]), _mm256_cvtepi32_ps(sm_.ms), acc);        \
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(MEMB ? dd_[1] : dmin), _mm256_cvtepi32_ps(sm_.ms), acc); \
         if (KIND == 2)                                                                              \
-            am = _mm_fmadd_ps(_mm_set1_ps(dd_[1]), _mm_cvtepi32_ps(_mm256_castsi256_si128(sm_.ms)), am); \
+            am = _mm_fmadd_ps(_mm_set1_ps(MEMB ? dd_[1] : dmin), _mm_cvtepi32_ps(_mm256_castsi256_si128(sm_.ms)), am); \
         if (KIND == 3)                                                                              \
             summs = fmaf(dmin, (float)hsum4_i32(_mm256_castsi256_si128(sm_.ms)), summs);            \
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dd_[0]), _mm256_cvtepi32_ps(sm_.is), acc);             \
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(MEMB ? dd_[0] : d), _mm256_cvtepi32_ps(sm_.is), acc);  \
     }                                                                                               \
     float r_ = hsum8_ps(acc);                                                                       \
     if (KIND == 2) {                                                                                \
@@ -528,7 +535,7 @@ TGT5I sb_sums sums_q4_k_512(const pt_blk_q4_k *b, const block_q8_K *x)
 
 TGT5 float pt_vdot_q4_k_avx512zmm(const void *w, const void *xq, int64_t n)
 {
-    K_ROW_LOOP(pt_blk_q4_k, sums_q4_k_512, 2, dmin)
+    K_ROW_LOOP_M(pt_blk_q4_k, sums_q4_k_512, 2, dmin, 0)
 }
 
 // One Q4_K row times 4 activation rows (xq + j * ldx): each output is
@@ -587,7 +594,7 @@ TGT5I sb_sums sums_q5_k_512(const pt_blk_q5_k *b, const block_q8_K *x)
 
 TGT5 float pt_vdot_q5_k_avx512zmm(const void *w, const void *xq, int64_t n)
 {
-    K_ROW_LOOP(pt_blk_q5_k, sums_q5_k_512, 3, dmin)
+    K_ROW_LOOP_M(pt_blk_q5_k, sums_q5_k_512, 3, dmin, 0)
 }
 
 // 16-value-block types: the register of values 64p .. 64p + 63 holds
@@ -648,7 +655,7 @@ TGT5I sb_sums sums_q2_k_512(const pt_blk_q2_k *b, const block_q8_K *x)
 
 TGT5 float pt_vdot_q2_k_avx512zmm(const void *w, const void *xq, int64_t n)
 {
-    K_ROW_LOOP(pt_blk_q2_k, sums_q2_k_512, 1, dmin)
+    K_ROW_LOOP_M(pt_blk_q2_k, sums_q2_k_512, 1, dmin, 0)
 }
 
 // One Q2_K row times 4 activation rows (see pt_vdot4_q4_k_avx512).
@@ -700,7 +707,7 @@ TGT5I sb_sums sums_q3_k_512(const pt_blk_q3_k *b, const block_q8_K *x)
 
 TGT5 float pt_vdot_q3_k_avx512zmm(const void *w, const void *xq, int64_t n)
 {
-    K_ROW_LOOP(pt_blk_q3_k, sums_q3_k_512, 0, d)
+    K_ROW_LOOP_M(pt_blk_q3_k, sums_q3_k_512, 0, d, 0)
 }
 
 // Q6_K: per half h, ql[64h .. 64h + 63] in one register: its low nibbles
@@ -751,7 +758,7 @@ TGT5I sb_sums sums_q6_k_512(const pt_blk_q6_k *b, const block_q8_K *x)
 
 TGT5 float pt_vdot_q6_k_avx512zmm(const void *w, const void *xq, int64_t n)
 {
-    K_ROW_LOOP(pt_blk_q6_k, sums_q6_k_512, 0, d)
+    K_ROW_LOOP_M(pt_blk_q6_k, sums_q6_k_512, 0, d, 0)
 }
 
 // One Q6_K row times 4 activation rows (see pt_vdot4_q4_k_avx512).
