@@ -65,23 +65,39 @@ static void win_add(pt_spec_win *w, double x)
 // follow). One alone never does: it may be a preempted step. A stale
 // window (from before the last switch) is confirmed by a sample within the
 // band, and starts such a pair by a surprise.
-static void win_explore(pt_spec_win *w, double x)
+// Which side of the surprise band around the estimate x falls on: -1
+// below, +1 above, 0 inside (or no estimate yet).
+static int win_side(const pt_spec_win *w, double x)
 {
-    const int side = w->n == 0 ? 0 : x < w->est / PT_SPEC_SURPRISE ? -1 : x > w->est * PT_SPEC_SURPRISE ? 1 : 0;
-    if (w->stale) {
-        w->stale = false;
-        w->shift = 0;
-    }
+    return w->n == 0 ? 0 : x < w->est / PT_SPEC_SURPRISE ? -1 : x > w->est * PT_SPEC_SURPRISE ? 1 : 0;
+}
+
+// Adds x, on `side` of the band: a second surprise on the same side as the
+// last replaces the window by the two (returns true); otherwise x is added
+// and its side remembered.
+static bool win_add_side(pt_spec_win *w, double x, int side)
+{
     if (side != 0 && side == w->shift) {
         const double prev = w->v[(w->next + PT_SPEC_WIN - 1) % PT_SPEC_WIN];
         w->n = w->next = 0;
         win_add(w, prev);
         win_add(w, x);
         w->shift = 0;
-        return;
+        return true;
     }
     win_add(w, x);
     w->shift = side;
+    return false;
+}
+
+static void win_explore(pt_spec_win *w, double x)
+{
+    const int side = win_side(w, x);
+    if (w->stale) {
+        w->stale = false;
+        w->shift = 0;
+    }
+    win_add_side(w, x, side);
 }
 
 // Adds a context's own sample to a window that holds the prior's
@@ -92,20 +108,9 @@ static void win_explore(pt_spec_win *w, double x)
 // state; one sample alone may be a preempted step).
 static void win_own(pt_spec_win *w, double x)
 {
-    assert(w->prior);
-    const int side = x < w->est / PT_SPEC_SURPRISE ? -1 : x > w->est * PT_SPEC_SURPRISE ? 1 : 0;
-    if (side != 0 && side == w->shift) {
-        const double prev = w->v[(w->next + PT_SPEC_WIN - 1) % PT_SPEC_WIN];
-        w->n = w->next = 0;
-        win_add(w, prev);
-        win_add(w, x);
-        w->shift = 0;
-        w->prior = false;
-        return;
-    }
-    win_add(w, x);
-    w->shift = side;
-    if (side == 0)
+    assert(w->prior && w->n > 0); // a prior window has samples (prior_take)
+    const int side = win_side(w, x);
+    if (win_add_side(w, x, side) || side == 0)
         w->prior = false;
 }
 
