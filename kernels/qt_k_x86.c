@@ -282,8 +282,9 @@ TGT2I __m256i q2k_mins(const pt_blk_q2_k *b, const block_q8_K *x, __m128i *sc8)
 // zero byte above it: the int16 scales of blocks 2j, 2j + 1, zero-extended,
 // as bcast_sc of evenodd16's vector gives them, without evenodd16's
 // vpshufb and vpmovzxbw.
-#define Q2C2(a) a, (char)0x80
-#define Q2L8(a) Q2C2(a), Q2C2(a), Q2C2(a), Q2C2(a), Q2C2(a), Q2C2(a), Q2C2(a), Q2C2(a)
+// W16(a): a vpshufb control word taking byte a, zero-extended to int16
+#define W16(a) a, (char)0x80
+#define Q2L8(a) W16(a), W16(a), W16(a), W16(a), W16(a), W16(a), W16(a), W16(a)
 static const char q2k_bc_tab[8][32] __attribute__((aligned(32))) = {
     {Q2L8(0), Q2L8(1)},   {Q2L8(2), Q2L8(3)},   {Q2L8(4), Q2L8(5)},   {Q2L8(6), Q2L8(7)},
     {Q2L8(8), Q2L8(9)},   {Q2L8(10), Q2L8(11)}, {Q2L8(12), Q2L8(13)}, {Q2L8(14), Q2L8(15)}};
@@ -905,9 +906,7 @@ TGT5I __m128i k4_scale_pairs(__m128i r8, int32_t st[8])
 // vpshufb controls: scale k (byte k of a vector holding k4_scales8_vl's
 // bytes in both 128-bit lanes) as int16 in every word, zero-extended by
 // the zero byte above it (bcast_sc's vector without the vpmovzxbw)
-#define K4C2(a) a, (char)0x80
-#define K4L16(a) K4C2(a), K4C2(a), K4C2(a), K4C2(a), K4C2(a), K4C2(a), K4C2(a), K4C2(a), \
-                 K4C2(a), K4C2(a), K4C2(a), K4C2(a), K4C2(a), K4C2(a), K4C2(a), K4C2(a)
+#define K4L16(a) Q2L8(a), Q2L8(a)
 static const char k4_bc_tab[8][32] __attribute__((aligned(32))) = {
     {K4L16(0)}, {K4L16(1)}, {K4L16(2)}, {K4L16(3)}, {K4L16(4)}, {K4L16(5)}, {K4L16(6)}, {K4L16(7)}};
 
