@@ -1107,6 +1107,9 @@ TGT512B float pt_vdot_iq2_xxs_avx512bw(const void *w, const void *xq, int64_t n)
 // xxs_codes[256 (v / 4) + e] (plane-major: vpermi2b's 7-bit index is then
 // the grid index itself, bit 7 picking the half)
 static _Alignas(64) uint8_t xxs_codes[512];
+// vpermb / vpmultishiftqb controls of xxs_consts (spread, cut), built with
+// the code table once per process rather than on every row's call
+static _Alignas(64) uint8_t xxs_spread[64], xxs_cut[64];
 static pthread_once_t xxs_codes_once = PTHREAD_ONCE_INIT;
 static void xxs_codes_make(void)
 {
@@ -1117,6 +1120,15 @@ static void xxs_codes_make(void)
             assert(g == 8 || g == 25 || g == 43);
             xxs_codes[256 * (v / 4) + e] |= (uint8_t)(c << 2 * (v % 4));
         }
+    // code byte 2W + p (word W, plane p): word W of qword q = W / 4 holds
+    // entry 8 (q / 2) + q % 2 + 2 (W % 4), which is grid index byte
+    // 8 (e / 4) + e % 4 of the super-block
+    for (int b = 0; b < 64; b++) {
+        const int W = b / 2, q = W / 4, e = 8 * (q / 2) + q % 2 + 2 * (W % 4);
+        xxs_spread[b] = (uint8_t)(8 * (e / 4) + e % 4);
+        const int qe = b / 8, v = b % 8; // output qword qe = entry qe of the 8: word qe / 2, plane v / 4
+        xxs_cut[b] = (uint8_t)(16 * (qe / 2) + 2 * v);
+    }
 }
 
 typedef struct {
@@ -1131,18 +1143,8 @@ static TGTI512VG void xxs_consts_init(xxs_consts *c)
     pthread_once(&xxs_codes_once, xxs_codes_make);
     for (int k = 0; k < 8; k++)
         c->T[k] = _mm512_load_si512((const void *)(xxs_codes + 64 * k));
-    // code byte 2W + p (word W, plane p): word W of qword q = W / 4 holds
-    // entry 8 (q / 2) + q % 2 + 2 (W % 4), which is grid index byte
-    // 8 (e / 4) + e % 4 of the super-block
-    _Alignas(64) uint8_t sp[64], ct[64];
-    for (int b = 0; b < 64; b++) {
-        const int W = b / 2, q = W / 4, e = 8 * (q / 2) + q % 2 + 2 * (W % 4);
-        sp[b] = (uint8_t)(8 * (e / 4) + e % 4);
-        const int qe = b / 8, v = b % 8; // output qword qe = entry qe of the 8: word qe / 2, plane v / 4
-        ct[b] = (uint8_t)(16 * (qe / 2) + 2 * v);
-    }
-    c->spread = _mm512_load_si512((const void *)sp);
-    c->cut = _mm512_load_si512((const void *)ct);
+    c->spread = _mm512_load_si512((const void *)xxs_spread);
+    c->cut = _mm512_load_si512((const void *)xxs_cut);
     c->ks0 = _mm512_loadu_si512((const void *)pt_ksigns_iq2xs);
     c->ks1 = _mm512_loadu_si512((const void *)(pt_ksigns_iq2xs + 64));
 }
