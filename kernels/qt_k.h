@@ -12,7 +12,8 @@
 #include <stdbool.h>
 
 // x86 AVX-512 CPUs: whether the row kernels (vdot) take their zmm forms
-// (AMD, or no GFNI) or their ymm ones (Intel with GFNI): qt_k_x86.c;
+// (AMD since Zen 5, or no GFNI) or their ymm ones (Intel and Zen 4 with
+// GFNI): qt_k_x86.c;
 // PETREL_KQ_ZMM=1 / 0 in the environment forces either.
 bool pt_kq_prefer_zmm(void);
 

@@ -1068,11 +1068,14 @@ static TGT5 float vdot_q3_k_vl(const void *w, const void *xq, int64_t n)
 //
 // Which of the two bit-identical row kernels a CPU runs: the ymm ones on
 // Intel (measured faster there: port 1's vector ALU closes while 512-bit
-// uops are in flight), the zmm ones on AMD, where 512-bit uops close no
-// port (Zen 4 splits them in two; Zen 5 has full-width units) and the zmm
-// rows were the ones measured on Zen 4 (the ymm rows are not measured on
-// AMD yet); also on CPUs without GFNI, which the ymm rows use.
-// PETREL_KQ_ZMM=1 / 0 in the environment forces either (A/B).
+// uops are in flight) and on Zen 4 (AMD family 0x19, which splits a 512-bit
+// uop in two: the ymm rows measured faster there too, bench_qt 64 rows in
+// L2, 1 thread, ZMM=0 / 1 alternately, 3 runs, ns per 7168-row: Q4_K
+// 149-153 / 188-230, Q2_K 127-131 / 154-156, Q6_K 165-172 / 166-174,
+// IQ4_XS 227-235 / 242-249); the zmm ones on later AMD (Zen 5, family
+// 0x1A: full-width 512-bit units, not measured yet) and on CPUs without
+// GFNI, which the ymm rows use. PETREL_KQ_ZMM=1 / 0 in the environment
+// forces either (A/B).
 static _Atomic int g_kq_zmm = -1; // -1: not decided yet
 
 bool pt_kq_prefer_zmm(void)
@@ -1085,6 +1088,9 @@ bool pt_kq_prefer_zmm(void)
         else {
             unsigned a, b, c, d;
             v = __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u; // "AuthenticAMD"
+            // family (base + extended): Zen 4 is 0x19, Zen 5 0x1A
+            if (v && __get_cpuid(1, &a, &b, &c, &d))
+                v = ((a >> 8) & 0xf) + ((a >> 20) & 0xff) >= 0x1a;
         }
         if (!__builtin_cpu_supports("gfni")) // the ymm rows need it (Skylake-SP / Cascade Lake: zmm)
             v = 1;
