@@ -357,11 +357,13 @@ static void decide(pt_spec_policy *p)
     // acceptance one standard error higher: once off, acceptance is
     // sampled only by rare probes, so leaving on a dip of noise would keep
     // it off for long. With cheap drafts every plain step probes.
-    // No acceptance evidence yet (this call's or carried): the prior alone
-    // says nothing about this text, so the regime carried in stays (a
-    // call that starts verifying is not sent to plain steps by the prior's
-    // 0.5 where break-even is above it; its first outcome decides).
-    if (p->acc_n <= 0) {
+    // No acceptance evidence yet (this call's or carried), costly drafts:
+    // the prior alone says nothing about this text, so the regime carried
+    // in stays (a call that starts verifying is not sent to plain steps by
+    // the prior's 0.5 where break-even is above it; its first outcome
+    // decides). Cheap drafts: plain steps probe, evidence comes as fast
+    // either way, and the prior decides (engine/spec_policy.h).
+    if (p->acc_n <= 0 && !draft_cheap(p)) {
         // keep
     } else if (p->on && p->gain < -PT_SPEC_HYST &&
         (draft_cheap(p) || gain_acc(p, acceptance_high(p), 1.0) < -PT_SPEC_HYST)) {
@@ -374,7 +376,10 @@ static void decide(pt_spec_policy *p)
         p->since_plain = 0;
     }
     int *b = &p->k->backoff;
-    if (p->on != was_on && p->k->regime_steps >= PT_SPEC_EXPLORE_MIN) {
+    pt_spec_win *left = was_on ? &p->k->t_verify : &p->k->t_plain;
+    const double e0 = p->k->entry_est;
+    const bool moved = !draft_cheap(p) || !(e0 > 0) || left->est > e0 * PT_SPEC_SURPRISE || left->est < e0 / PT_SPEC_SURPRISE;
+    if (p->on != was_on && p->k->regime_steps >= PT_SPEC_EXPLORE_MIN && moved) {
         // The window of the regime just left holds its last samples,
         // perhaps of a passing load burst that made it look worse, and is
         // stale by the time it is needed again: its next sample, an
@@ -382,8 +387,10 @@ static void decide(pt_spec_policy *p)
         // unless it agrees. The backoff measured the other regime's
         // stability: start over. (A regime left within a few steps of
         // entering it was left on acceptance evidence, its window is mostly
-        // what it was before: neither.)
-        pt_spec_win *left = was_on ? &p->k->t_verify : &p->k->t_plain;
+        // what it was before: neither. With cheap drafts neither either
+        // when the window stayed within the surprise band of its estimate
+        // at the regime's entry: the switch was on acceptance, which the
+        // probes of every plain step follow without explorations.)
         left->stale = true;
         left->shift = 0;
         *b = 1;
@@ -394,6 +401,8 @@ static void decide(pt_spec_policy *p)
         *b = other->shift != 0 ? 1 : *b < 1 ? 2 : *b * 2 > PT_SPEC_BACKOFF_MAX ? PT_SPEC_BACKOFF_MAX : *b * 2;
     }
     p->explored = false;
+    if (p->on != was_on)
+        p->k->entry_est = (p->on ? &p->k->t_verify : &p->k->t_plain)->est;
     p->k->regime_steps = p->on != was_on ? 0 : p->k->regime_steps + 1;
 }
 
@@ -432,7 +441,9 @@ int pt_spec_next(pt_spec_policy *p)
         p->explored = true;
         return PT_STEP_VERIFY;
     }
-    return p->since_probe >= probe_gap(p) ? PT_STEP_PLAIN_PROBE : PT_STEP_PLAIN;
+    // since_probe counts the plain steps after the last probe (the probe's
+    // own is reset by its outcome): a gap of 1 is every step.
+    return p->since_probe + 1 >= probe_gap(p) ? PT_STEP_PLAIN_PROBE : PT_STEP_PLAIN;
 }
 
 void pt_spec_note_plain(pt_spec_policy *p, double dt, double bytes, double uses)

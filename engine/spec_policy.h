@@ -35,7 +35,12 @@
 // PT_SPEC_EXPLORE_MIN steps or more (one left sooner was left on
 // acceptance evidence, its window mostly older) the window of the regime
 // just left is marked stale and the backoff restarts; its next sample (an
-// exploration PT_SPEC_EXPLORE_MIN steps later) is checked against it. An
+// exploration PT_SPEC_EXPLORE_MIN steps later) is checked against it.
+// With cheap drafts only when that window's estimate moved out of the
+// surprise band while the regime was held (entry_est): a switch on
+// acceptance alone leaves a current estimate, and acceptance needs no
+// exploration there (every plain step probes). With costly drafts always:
+// the exploration is also an acceptance sample that sparse probes lack. An
 // exploration sample off the estimate by more than PT_SPEC_SURPRISE
 // (either way) calls for the next one PT_SPEC_EXPLORE_MIN steps later, and
 // two in a row on the same side replace the window (the load changed
@@ -64,11 +69,15 @@
 // its own samples replace the prior's as they arrive (each window is
 // checked by its first own samples: two on the same side of the surprise
 // band replace it). The acceptance follows the rules above (carried only
-// for costly drafts, weighed down to PT_SPEC_CARRY samples). No
-// acceptance evidence yet in a call (cheap drafts: nothing carried) leaves
-// the regime carried in: the prior sample at 0.5 says nothing about this
-// text, and a call that starts verifying keeps doing so until its first
-// outcome decides.
+// for costly drafts, weighed down to PT_SPEC_CARRY samples). With costly
+// drafts, no acceptance evidence yet in a call leaves the regime carried
+// in: the prior sample at 0.5 says nothing about this text, and a call
+// that starts verifying keeps doing so until its first outcome decides.
+// With cheap drafts (nothing carried: bench_mtp interleaves drafters of
+// different acceptance on one context, and a weak carry of 1-4 samples
+// simulated 0.5-2% worse there) a call decides on the 0.5 prior from its
+// first step: acceptance is learnt as fast plain (every plain step
+// probes) as verifying, so the regime carried in is worth nothing.
 //
 // Dormant calls. While adaptive decodes plain steps it still keeps the MTP
 // block's KV cache filled (engine/spec_mtp.h: an eh_proj and a kv_a
@@ -151,6 +160,7 @@ typedef struct pt_spec_costs {
     int backoff;                            // exploration gap factor (1..PT_SPEC_BACKOFF_MAX; 0 = 1)
     bool on;                                // the regime the last adaptive call ended in
     int regime_steps;                       // decisions since that regime was entered
+    double entry_est;                       // its step-cost estimate then (t_verify's when on, t_plain's when off; 0 = unknown)
     int since_probe, since_plain, since_verify; // the schedule's counters (pt_spec_policy's) at its end
     int dormant_calls;                      // dormant calls in a row just before (since the last live one)
     int dormant_gap;                        // dormant calls before the next live re-check (0 = PT_SPEC_DORMANT_CALLS)
