@@ -65,6 +65,7 @@ float pt_vdot_iq4_xs_avx512(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq4_xs_avx512bw(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq4_xs_avx512vbmi(const void *w, const void *xq, int64_t n); // zmm, VBMI (tests)
 float pt_vdot_iq4_xs_avx512ymm(const void *w, const void *xq, int64_t n);  // ymm, GFNI (tests)
+float pt_vdot_iq4_xs_avx512z4(const void *w, const void *xq, int64_t n);   // ymm, VBMI: Zen 4 (tests)
 void pt_vdot4_iq4_xs_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out);
 #define pt_vdot_iq3_xxs_avx512 NULL
 #define pt_vdot_iq1_s_avx512 NULL
@@ -97,6 +98,7 @@ void pt_vdot4_iq4_xs_avx512(const void *w, const void *xq, size_t ldx, int64_t n
 #define pt_vdot_iq4_xs_avx512bw NULL
 #define pt_vdot_iq4_xs_avx512vbmi NULL
 #define pt_vdot_iq4_xs_avx512ymm NULL
+#define pt_vdot_iq4_xs_avx512z4 NULL
 #endif
 
 #endif

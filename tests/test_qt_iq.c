@@ -285,7 +285,8 @@ static const struct {
 } alt512[] = {{PT_IQ4_XS, pt_vdot_iq4_xs_avx512bw, 0},
               {PT_IQ2_XXS, pt_vdot_iq2_xxs_avx512bw, 0},
               {PT_IQ4_XS, pt_vdot_iq4_xs_avx512vbmi, 1},
-              {PT_IQ4_XS, pt_vdot_iq4_xs_avx512ymm, 2}};
+              {PT_IQ4_XS, pt_vdot_iq4_xs_avx512ymm, 2},
+              {PT_IQ4_XS, pt_vdot_iq4_xs_avx512z4, 1}};
 
 static bool alt_ok(int needs)
 {
