@@ -55,6 +55,8 @@ float pt_vdot_iq2_xxs_avx512(const void *w, const void *xq, int64_t n);
 // The AVX-512 F/BW/VL/VNNI IQ2_XXS kernel that pt_vdot_iq2_xxs_avx512 runs
 // on CPUs without VBMI (exposed so that tests check it on any AVX-512 CPU).
 float pt_vdot_iq2_xxs_avx512bw(const void *w, const void *xq, int64_t n);
+// Its Zen 4 form (VBMI + GFNI + BITALG; tests).
+float pt_vdot_iq2_xxs_avx512z4(const void *w, const void *xq, int64_t n);
 void pt_vdot4_iq2_xxs_avx512(const void *w, const void *xq, size_t ldx, int64_t n, float *out);
 float pt_vdot_iq2_xs_avx512(const void *w, const void *xq, int64_t n);
 float pt_vdot_iq2_s_avx512(const void *w, const void *xq, int64_t n);
@@ -95,6 +97,7 @@ void pt_vdot4_iq4_xs_avx512(const void *w, const void *xq, size_t ldx, int64_t n
 #define pt_vdot4_iq4_xs_avx512 NULL
 #define pt_vdot4_iq2_xxs_avx512 NULL
 #define pt_vdot_iq2_xxs_avx512bw NULL
+#define pt_vdot_iq2_xxs_avx512z4 NULL
 #define pt_vdot_iq4_xs_avx512bw NULL
 #define pt_vdot_iq4_xs_avx512vbmi NULL
 #define pt_vdot_iq4_xs_avx512ymm NULL

@@ -277,7 +277,8 @@ static bool path_available(int path)
 }
 
 // The AVX-512 row kernels that the entry may not pick on this CPU, with
-// the extra feature each needs (0: none, 1: VBMI, 2: GFNI).
+// the extra feature each needs (0: none, 1: VBMI, 2: GFNI, 3: VBMI + GFNI +
+// BITALG).
 static const struct {
     uint32_t t;
     pt_vdot_fn f;
@@ -286,7 +287,8 @@ static const struct {
               {PT_IQ2_XXS, pt_vdot_iq2_xxs_avx512bw, 0},
               {PT_IQ4_XS, pt_vdot_iq4_xs_avx512vbmi, 1},
               {PT_IQ4_XS, pt_vdot_iq4_xs_avx512ymm, 2},
-              {PT_IQ4_XS, pt_vdot_iq4_xs_avx512z4, 1}};
+              {PT_IQ4_XS, pt_vdot_iq4_xs_avx512z4, 1},
+              {PT_IQ2_XXS, pt_vdot_iq2_xxs_avx512z4, 3}};
 
 static bool alt_ok(int needs)
 {
@@ -295,6 +297,9 @@ static bool alt_ok(int needs)
         return __builtin_cpu_supports("avx512vbmi");
     if (needs == 2)
         return __builtin_cpu_supports("gfni");
+    if (needs == 3)
+        return __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("gfni") &&
+               __builtin_cpu_supports("avx512bitalg");
 #endif
     return needs == 0;
 }
