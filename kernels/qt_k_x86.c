@@ -914,6 +914,39 @@ static const char k4_bc_tab[8][32] __attribute__((aligned(32))) = {
 // register scales picked from the scale bytes by k4_bc_tab: Ice Lake, 1
 // thread, in L2, A/B in one binary (2 runs): 184 -> 175.5 ns per 7168-row
 // with the first, 171.6 with both.
+// The lane sums of one super-block given v8 = its k4_scales8_vl bytes in
+// both 128-bit lanes.
+TGTGI __m256i q4k_is_vl(const pt_blk_q4_k *b, const block_q8_K *x, __m256i v8)
+{
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    #pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m256i qb = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+        const __m256i ql = _mm256_and_si256(qb, m4);
+        const __m256i qh = gf_bits(qb, 4, 4, 0);
+        s0 = dot_sc_vl(s0, ql, x->qs + 64 * c, _mm256_shuffle_epi8(v8, _mm256_load_si256((const __m256i *)k4_bc_tab[2 * c])));
+        s1 = dot_sc_vl(s1, qh, x->qs + 64 * c + 32,
+                       _mm256_shuffle_epi8(v8, _mm256_load_si256((const __m256i *)k4_bc_tab[2 * c + 1])));
+    }
+    return _mm256_add_epi32(s0, s1);
+}
+
+// k4_scales8_vl of two super-blocks at once, one per 128-bit lane (the
+// same operations on ymm)
+TGTGI __m256i k4_scales8_vl2(const uint8_t *s0, const uint8_t *s1)
+{
+    const __m256i z = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)s0)),
+                                              _mm_loadu_si128((const __m128i *)s1), 1);
+    const char Z = (char)0x80;
+    const __m256i a = _mm256_srlv_epi32(_mm256_shuffle_epi32(z, _MM_SHUFFLE(2, 1, 2, 0)), _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4));
+    const __m256i h = _mm256_and_si256(_mm256_srli_epi32(z, 2), _mm256_set1_epi8(0x30));
+    const __m256i b = _mm256_shuffle_epi8(h, _mm256_setr_epi8(Z, Z, Z, Z, 0, 1, 2, 3, Z, Z, Z, Z, 4, 5, 6, 7, //
+                                                              Z, Z, Z, Z, 0, 1, 2, 3, Z, Z, Z, Z, 4, 5, 6, 7));
+    const __m256i c = _mm256_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f);
+    return _mm256_ternarylogic_epi32(a, b, c, 0xEC);
+}
+
 TGTGI sb_sums sums_q4_k_vl(const pt_blk_q4_k *b, const block_q8_K *x)
 {
     const __m256i m4 = _mm256_set1_epi8(0xF);
@@ -933,9 +966,60 @@ TGTGI sb_sums sums_q4_k_vl(const pt_blk_q4_k *b, const block_q8_K *x)
     return (sb_sums){_mm256_add_epi32(s0, s1), _mm256_castsi128_si256(mprod)};
 }
 
+#ifndef Q4_PAIR
+#define Q4_PAIR 1
+#endif
+// The Q4_K row, super-blocks in pairs: the scale unpacking, the mins and
+// the bsums pair sums of two super-blocks in one set of ymm operations
+// (one per 128-bit lane); then each super-block's f32 steps in order, as
+// K_ROW_LOOP_DM's (an odd last one by sums_q4_k_vl).
 static TGTG float vdot_q4_k_vl(const void *w, const void *xq, int64_t n)
 {
+#if !Q4_PAIR
     K_ROW_LOOP_DM(pt_blk_q4_k, sums_q4_k_vl, 2)
+#else
+    assert(n % QK_K == 0);
+    const pt_blk_q4_k *b = w;
+    const block_q8_K *x = xq;
+    const int64_t nsb = n / QK_K;
+    __m256 acc = _mm256_setzero_ps();
+    __m128 am = _mm_setzero_ps();
+    _Alignas(16) float dd_[8];
+    int64_t i = 0;
+    for (; i + 2 <= nsb; i += 2) {
+        if (K_PREFETCH) {
+            k_prefetch((const char *)&b[i] + K_PREFETCH, sizeof(pt_blk_q4_k));
+            k_prefetch((const char *)&b[i + 1] + K_PREFETCH, sizeof(pt_blk_q4_k));
+        }
+        const __m256i r8 = k4_scales8_vl2(b[i].scales, b[i + 1].scales);
+        // mins as int16 (bytes 8-15 of each lane) and the 32-value bsums of both
+        const __m256i mins = _mm256_unpackhi_epi8(r8, _mm256_setzero_si256());
+        const __m256i one = _mm256_set1_epi16(1);
+        const __m256i ba = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[i].bsums), one);
+        const __m256i bb = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[i + 1].bsums), one);
+        const __m256i bs2 = _mm256_permute4x64_epi64(_mm256_packs_epi32(ba, bb), _MM_SHUFFLE(3, 1, 2, 0));
+        const __m256i mp = _mm256_madd_epi16(mins, bs2);
+        const __m256i is0 = q4k_is_vl(&b[i], &x[i], _mm256_permute4x64_epi64(r8, _MM_SHUFFLE(1, 0, 1, 0)));
+        const __m256i is1 = q4k_is_vl(&b[i + 1], &x[i + 1], _mm256_permute4x64_epi64(r8, _MM_SHUFFLE(3, 2, 3, 2)));
+        _mm_store_ps(dd_, _mm_mul_ps(_mm_set1_ps(x[i].d), _mm_cvtph_ps(_mm_cvtsi32_si128((int)ld32((const uint8_t *)&b[i].d)))));
+        _mm_store_ps(dd_ + 4, _mm_mul_ps(_mm_set1_ps(x[i + 1].d),
+                                         _mm_cvtph_ps(_mm_cvtsi32_si128((int)ld32((const uint8_t *)&b[i + 1].d)))));
+        __asm__ volatile("" : : "r"(dd_) : "memory");
+        am = _mm_fnmadd_ps(_mm_set1_ps(dd_[1]), _mm_cvtepi32_ps(_mm256_castsi256_si128(mp)), am);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dd_[0]), _mm256_cvtepi32_ps(is0), acc);
+        am = _mm_fnmadd_ps(_mm_set1_ps(dd_[5]), _mm_cvtepi32_ps(_mm256_extracti128_si256(mp, 1)), am);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dd_[4]), _mm256_cvtepi32_ps(is1), acc);
+    }
+    if (i < nsb) {
+        const sb_sums sm = sums_q4_k_vl(&b[i], &x[i]);
+        const __m128 dd = _mm_mul_ps(_mm_set1_ps(x[i].d), _mm_cvtph_ps(_mm_cvtsi32_si128((int)ld32((const uint8_t *)&b[i].d))));
+        am = _mm_fnmadd_ps(_mm_permute_ps(dd, 0x55), _mm_cvtepi32_ps(_mm256_castsi256_si128(sm.ms)), am);
+        acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(sm.is), acc);
+    }
+    float r_ = hsum8_ps(acc);
+    __m128 t_ = _mm_add_ps(am, _mm_movehl_ps(am, am));
+    return r_ + _mm_cvtss_f32(_mm_add_ss(t_, _mm_movehdup_ps(t_)));
+#endif
 }
 
 // Q2_K with the scales folded into the quants: a 4-bit scale times a
