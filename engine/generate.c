@@ -216,7 +216,9 @@ int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt,
     // Each step decodes the pending token cur at position n_past, as a plain
     // step or verified together with a draft for n_past + 1; the policy
     // picks which (engine/spec_policy.h). Either way the tokens are those of
-    // plain decoding.
+    // plain decoding. The policy times each step from one decision to the
+    // next, this loop's bookkeeping included.
+    pt_spec_policy_wall(&pol);
     for (;;) {
         int kind = pt_spec_next(&pol);
         const bool room = (uint32_t)(c->n_past + 2) <= c->n_ctx;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "petrel.h"
 
 // Weight of a new sample in the byte and use averages (reported, not
@@ -130,16 +131,20 @@ static bool draft_cheap(const pt_spec_policy *p)
 }
 
 static double gain_acc(const pt_spec_policy *p, double acc, double vscale);
+static double acceptance_high(const pt_spec_policy *p);
+static void flush_step(pt_spec_policy *p, double now);
 
 // Whether this call is dormant (contract in engine/spec_policy.h): every
-// cost measured from 3 samples or more, and even acceptance 1 cannot pay
-// by the hysteresis; at most PT_SPEC_DORMANT_CALLS in a row. A dormant
-// call is off (its plain steps refresh the plain-step estimate).
+// cost measured from 3 samples or more, and not even the acceptance one
+// standard error above the estimate (the carried one: costly drafts; with
+// none, the bound is 1) can pay by the hysteresis; at most
+// PT_SPEC_DORMANT_CALLS in a row. A dormant call is off (its plain steps
+// refresh the plain-step estimate).
 static bool hopeless(const pt_spec_policy *p)
 {
     const pt_spec_costs *k = p->k;
     const bool measured = k->t_plain.n >= 3 && k->t_verify.n >= 3 && k->t_draft.n >= 3;
-    return measured && !p->on && gain_acc(p, 1.0, 1.0) < -PT_SPEC_HYST;
+    return measured && !p->on && gain_acc(p, acceptance_high(p), 1.0) < -PT_SPEC_HYST;
 }
 
 // The dormancy schedule: PT_SPEC_DORMANT_CALLS dormant calls, then a live
@@ -261,6 +266,8 @@ double pt_spec_acceptance(const pt_spec_policy *p)
 
 void pt_spec_policy_done(pt_spec_policy *p)
 {
+    if (p->wall)
+        flush_step(p, pt_now());
     if (p->mode == PETREL_SPEC_ADAPTIVE) {
         p->k->acc_hit = p->acc_hit;
         p->k->acc_n = p->acc_n;
@@ -408,6 +415,12 @@ static void decide(pt_spec_policy *p)
 
 int pt_spec_next(pt_spec_policy *p)
 {
+    if (p->wall) { // the last step's sample, now that it is over; this one starts
+        const double now = pt_now();
+        flush_step(p, now);
+        p->t_step = now;
+        p->pend_draft = 0;
+    }
     if (p->mode == PETREL_SPEC_OFF)
         return PT_STEP_PLAIN;
     if (p->mode == PETREL_SPEC_ALWAYS)
@@ -446,17 +459,64 @@ int pt_spec_next(pt_spec_policy *p)
     return p->since_probe + 1 >= probe_gap(p) ? PT_STEP_PLAIN_PROBE : PT_STEP_PLAIN;
 }
 
-void pt_spec_note_plain(pt_spec_policy *p, double dt, double bytes, double uses)
+// A plain step's seconds into its window (as an exploration while on).
+static void sample_plain(pt_spec_policy *p, double dt)
 {
     pt_spec_costs *k = p->k;
-    ewma(&k->b_plain, bytes, k->t_plain.n);
-    ewma(&k->u_plain, uses, k->t_plain.n);
     if (k->t_plain.prior)
         win_own(&k->t_plain, dt);
     else if ((p->explored && p->on) || k->t_plain.stale)
         win_explore(&k->t_plain, dt);
     else
         win_add(&k->t_plain, dt);
+}
+
+// A verification's seconds into its window (as an exploration while off).
+static void sample_verify(pt_spec_policy *p, double dt)
+{
+    pt_spec_costs *k = p->k;
+    if (k->t_verify.prior)
+        win_own(&k->t_verify, dt);
+    else if ((p->explored && !p->on) || k->t_verify.stale)
+        win_explore(&k->t_verify, dt);
+    else
+        win_add(&k->t_verify, dt);
+}
+
+// Wall-clock steps: the waiting sample, the step's seconds from its start
+// to now less its draft's, at least what was noted.
+static void flush_step(pt_spec_policy *p, double now)
+{
+    if (!p->pend)
+        return;
+    const double full = now - p->t_step - p->pend_draft;
+    const double dt = full > p->pend_dt ? full : p->pend_dt;
+    if (p->pend == 1)
+        sample_plain(p, dt);
+    else
+        sample_verify(p, dt);
+    p->pend = 0;
+}
+
+void pt_spec_policy_wall(pt_spec_policy *p)
+{
+    p->wall = true;
+    p->pend = 0;
+    p->t_step = pt_now();
+    p->pend_draft = 0;
+}
+
+void pt_spec_note_plain(pt_spec_policy *p, double dt, double bytes, double uses)
+{
+    pt_spec_costs *k = p->k;
+    ewma(&k->b_plain, bytes, k->t_plain.n);
+    ewma(&k->u_plain, uses, k->t_plain.n);
+    if (p->wall) {
+        p->pend = 1;
+        p->pend_dt = dt;
+    } else {
+        sample_plain(p, dt);
+    }
     p->n_plain++;
     p->since_probe++;
     p->since_verify++;
@@ -468,12 +528,12 @@ void pt_spec_note_verify(pt_spec_policy *p, double dt, double bytes, double uses
     pt_spec_costs *k = p->k;
     ewma(&k->b_verify, bytes, k->t_verify.n);
     ewma(&k->u_verify, uses, k->t_verify.n);
-    if (k->t_verify.prior)
-        win_own(&k->t_verify, dt);
-    else if ((p->explored && !p->on) || k->t_verify.stale)
-        win_explore(&k->t_verify, dt);
-    else
-        win_add(&k->t_verify, dt);
+    if (p->wall) {
+        p->pend = 2;
+        p->pend_dt = dt;
+    } else {
+        sample_verify(p, dt);
+    }
     p->n_verify++;
     p->since_plain++;
     p->since_verify = 0;
@@ -483,6 +543,7 @@ void pt_spec_note_verify(pt_spec_policy *p, double dt, double bytes, double uses
 void pt_spec_note_draft(pt_spec_policy *p, double dt, double bytes)
 {
     pt_spec_costs *k = p->k;
+    p->pend_draft += dt;
     ewma(&k->b_draft, bytes, k->t_draft.n);
     if (k->t_draft.prior)
         win_own(&k->t_draft, dt);

@@ -82,10 +82,15 @@
 // Dormant calls. While adaptive decodes plain steps it still keeps the MTP
 // block's KV cache filled (engine/spec_mtp.h: an eh_proj and a kv_a
 // product per position), so that a draft can be made at any step. Where
-// even acceptance 1 cannot pay (gain(1) < -PT_SPEC_HYST on the costs the
-// context measured, each from 3 samples or more: a small compute-bound
-// model, where a verification and a draft cost more than two plain steps)
-// that upkeep is all adaptive adds to plain decoding: on the trained model
+// not even an acceptance one standard error above the estimate can pay
+// (gain < -PT_SPEC_HYST on the costs the context measured, each from 3
+// samples or more, and the acceptance carried in: costly drafts carry
+// PT_SPEC_CARRY samples, so the bound is ~0.15 above; with none it is 1:
+// a small compute-bound model, where a verification and a draft cost about
+// two plain steps or more; until 2026-12-03 the bound was always 1, and on
+// a Zen 4 the trained model's gain(1) ~ 0 kept every call live, 29-52
+// verifications per repetition and 3-7% below off) that upkeep is all
+// adaptive adds to plain decoding: on the trained model
 // of bench/mtp.sh, 2-5% of the time with no verification and no probe
 // (PT_NEVER A/B, 2026-12-02). Such a call is dormant: plain steps only, no
 // draft, no MTP upkeep (engine/generate.c; the MTP cache then ends where
@@ -196,6 +201,13 @@ typedef struct pt_spec_policy {
     int since_plain;           // verifications since the last plain step
     int since_verify;          // plain steps since the last verification
     bool explored;             // the last step explored the other regime
+    // wall-clock steps (pt_spec_policy_wall): a step's sample is taken at
+    // the next pt_spec_next (or pt_spec_policy_done)
+    bool wall;                 // time each step from one pt_spec_next to the next
+    int pend;                  // a sample waits: 0 none, 1 plain, 2 verification
+    double pend_dt;            // its decode seconds as noted
+    double pend_draft;         // draft seconds noted since the step began
+    double t_step;             // pt_now() when the step began
     // counts
     uint64_t n_plain, n_verify, n_accepted, n_probe, n_probe_hit, n_switch, n_explore;
 } pt_spec_policy;
@@ -218,6 +230,18 @@ void pt_spec_policy_init(pt_spec_policy *p, int mode, pt_spec_costs *costs);
 // same side outside replace the window); pt_spec_policy_done publishes
 // the costs back.
 void pt_spec_policy_init_prior(pt_spec_policy *p, int mode, pt_spec_costs *costs, pt_spec_prior *prior);
+
+// Times every step from one pt_spec_next to the next (the caller's
+// bookkeeping between decodes included: sampling, the MTP queue, a
+// rejected draft's truncation, the token callback), less the draft's own
+// time (pt_spec_note_draft), but never less than the seconds noted with
+// the step. Without it a step costs what the caller notes: on the trained
+// model on a Zen 4 (2026-12-03) verifications noted 1.55x a plain step's
+// decode plus a draft of 0.33x, while always ran at 0.84-0.88 of off at
+// acceptance 0.77 (~2.06 plain steps per verification), so the policy saw
+// gain(0.9) > 0 and stayed live. (Simulations note made-up seconds and
+// leave this off.)
+void pt_spec_policy_wall(pt_spec_policy *p);
 
 // Called before prefill by a caller that reuses a kept prefix: refill is
 // how many kept positions the call would re-prefill only because the MTP
