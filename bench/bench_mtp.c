@@ -34,6 +34,7 @@
 //     tok_s_cpu=… tok_s_cpu_lo=… tok_s_cpu_hi=…
 //     runs=… accept=… verifs=… plain=… probes=… switches=… explore=…
 //     mb_read_per_tok=… experts_per_tok=… mb_used_per_tok=… identical=1
+//     [vs_off=… vs_off_cpu=… vs_always=… vs_always_cpu=…]
 // (lo / hi: the lowest and highest of the jobs; tok_s_cpu: tokens per
 // second of the process's CPU time, all threads (CLOCK_PROCESS_CPUTIME_ID):
 // what the work costs, where wall time also counts a loaded machine's
@@ -41,7 +42,10 @@
 // runs; accept: accepted / verified drafts; mb_read: expert bytes read from
 // the file; experts / mb_used: distinct experts computed per token and
 // their bytes, read or not), and exits 3 if any run's tokens differ from
-// the reference's.
+// the reference's. vs_off / vs_always (always and adaptive lines): the
+// median over repetitions of this mode's tok/s over the same repetition's
+// off jobs (pooled) and always job: paired, so that load drifting between
+// repetitions cancels.
 //
 // usage: bench_mtp -m MODEL [--ram SIZE] [--experts-per-layer N] [--usage FILE | --no-usage]
 //                  [--preload] [--fresh] [-t T] [-n N] [--ids-file FILE] [--prompt-len L]
@@ -521,13 +525,52 @@ int main(int argc, char **argv)
                 chi = v[8][r] > chi ? v[8][r] : chi;
             }
             double upt = median(v[3], ns);
+            // Paired figures: per repetition, this job's tok/s over the
+            // same repetition's off (its off jobs pooled) and always jobs,
+            // the median over repetitions: load that drifts between
+            // repetitions cancels (each repetition's jobs ran within
+            // seconds of each other, interleaved).
+            char paired[160] = "";
+            if (modes[mi] != PETREL_SPEC_OFF) {
+                double ro[MAX_REPS], ra[MAX_REPS], roc[MAX_REPS], rac[MAX_REPS];
+                int no = 0, na = 0;
+                for (int r = 0; r < ns && r < reps; r++) {
+                    const figures *F = &fig[slot * max_samples + r];
+                    double ot = 0, os = 0, oc = 0;
+                    for (int oi = 0; oi < n_modes; oi++)
+                        if (modes[oi] == PETREL_SPEC_OFF)
+                            for (int j = 0; j < n_off_jobs; j++) {
+                                const figures *O = &fig[oi * max_samples + r * n_off_jobs + j];
+                                ot += O->toks, os += O->secs, oc += O->cpu_secs;
+                            }
+                    if (ot > 0 && os > 0 && oc > 0 && F->secs > 0 && F->cpu_secs > 0) {
+                        ro[no] = (F->toks / F->secs) / (ot / os);
+                        roc[no++] = (F->toks / F->cpu_secs) / (ot / oc);
+                    }
+                    for (int ai = 0; ai < n_modes; ai++)
+                        if (modes[ai] == PETREL_SPEC_ALWAYS && ai != mi) {
+                            const figures *A = &fig[(pi * 3 + ai) * max_samples + r];
+                            if (A->secs > 0 && A->cpu_secs > 0 && F->secs > 0 && F->cpu_secs > 0) {
+                                ra[na] = (F->toks / F->secs) / (A->toks / A->secs);
+                                rac[na++] = (F->toks / F->cpu_secs) / (A->toks / A->cpu_secs);
+                            }
+                        }
+                }
+                int len = 0;
+                if (no)
+                    len += snprintf(paired + len, sizeof paired - (size_t)len, " vs_off=%.4f vs_off_cpu=%.4f",
+                                    median(ro, no), median(roc, no));
+                if (na)
+                    snprintf(paired + len, sizeof paired - (size_t)len, " vs_always=%.4f vs_always_cpu=%.4f",
+                             median(ra, na), median(rac, na));
+            }
             printf("MTP draft=%s mode=%s tok_s=%.3f tok_s_lo=%.3f tok_s_hi=%.3f tok_s_cpu=%.3f tok_s_cpu_lo=%.3f "
                    "tok_s_cpu_hi=%.3f runs=%d accept=%.4f verifs=%.0f plain=%.0f probes=%.0f switches=%.1f "
-                   "explore=%.0f mb_read_per_tok=%.3f experts_per_tok=%.2f mb_used_per_tok=%.3f identical=%d\n",
+                   "explore=%.0f mb_read_per_tok=%.3f experts_per_tok=%.2f mb_used_per_tok=%.3f identical=%d%s\n",
                    dname, petrel_spec_mode_name(modes[mi]), median(v[0], ns), lo, hi, median(v[8], ns), clo, chi, ns,
                    median(v[1], ns),
                    median(v[4], ns), median(v[5], ns), median(v[6], ns), sw / ns, median(v[7], ns),
-                   median(v[2], ns), upt, upt * expert_bytes / 1e6, identical);
+                   median(v[2], ns), upt, upt * expert_bytes / 1e6, identical, paired);
         }
     petrel_print_stats(c, stderr);
     for (int ji = 0; ji < n_jobs; ji++)

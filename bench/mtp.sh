@@ -44,14 +44,23 @@
 #     breakeven_p_capped=… breakeven_p_resident=… adaptive_worst_loss=…
 #     trained_accept_t07=… trained_adaptive_min_speedup=…
 #     adaptive_worst_setting=… adaptive_worst_loss_cpu=… adaptive_worst_setting_cpu=…
-#     run_spread_median=… run_spread_max=…
-# trained_accept: greedy acceptance, resident; *_speedup: median tok/s
-# against off's, resident (min: the lowest adaptive / off over the three
+#     run_spread_median=… run_spread_max=… adaptive_worst_loss_unpaired=…
+# trained_accept: greedy acceptance, resident; *_speedup: tok/s against
+# off's, paired (vs_off below; the ratio of the medians when missing), resident (min: the lowest adaptive / off over the three
 # trained settings); breakeven_p: where always / off crosses 1 (linear
 # between the measured p; "none" when always is slower even at p = 1, 0
 # when it is faster at p = 0); adaptive_worst_loss: the worst
-# 1 - adaptive / max(off, always) of the medians over every setting and p
-# (negative: adaptive beat both), adaptive_worst_setting where it was;
+# 1 - min(vs_off, vs_always) over every setting and p, where vs_off /
+# vs_always are bench_mtp's paired ratios (median over repetitions of
+# adaptive's tok/s over the same repetition's off / always jobs: load that
+# drifts between repetitions cancels), i.e. 1 - adaptive / max(off,
+# always) without noise (negative: adaptive beat both);
+# adaptive_worst_loss_unpaired: the same from each mode's median alone
+# (the figure before 2026-12-03 15:00); adaptive_worst_loss_bytes16 (and
+# _setting_bytes16): bench16 only, the worst 1 - min(off, always) /
+# adaptive of the expert MB used per token, the cost of a memory-bound
+# step that load does not blur (1420 vs 767 MB per token at p = 0: a
+# verification costs ~1.85 plain steps, whatever the tok/s say); adaptive_worst_setting where it was;
 # adaptive_worst_loss_cpu / _setting_cpu: the same from the CPU-time tok/s
 # over the resident settings (trained resident, bench16 resident); run_spread_*: the median and largest spread of the tok/s behind them (a
 # loss well inside the spread is noise). Missing models give "na".
@@ -99,6 +108,9 @@ for k in trained_accept trained_accept_t07 trained_spec_speedup trained_adaptive
 done
 WORST=""     # worst adaptive loss seen
 WORST_AT=na  # ... and where
+WORST_BYTES=""     # bench16: the worst 1 - min(off, always) / adaptive of expert MB used per token
+WORST_BYTES_AT=na
+WORST_UNPAIRED=""  # the same from each mode's median alone (the figure before 2026-12-03 15:00)
 WORST_CPU=""     # worst adaptive loss from CPU-time tok/s, resident settings
 WORST_CPU_AT=na
 TR_MIN=""    # lowest trained adaptive / off
@@ -121,25 +133,30 @@ loss() {
     awk -v o="$1" -v a="$2" -v d="$3" 'BEGIN{ m = o > a ? o : a; if (m > 0 && d != "") printf "%.4f", 1 - d / m }'
 }
 
-# note_loss OFF ALWAYS ADAPTIVE WHERE: folds the loss into WORST.
-note_loss() {
-    local l
-    l=$(loss "$1" "$2" "$3")
-    [ -n "$l" ] || return 0
-    if awk -v w="$WORST" -v l="$l" 'BEGIN{ exit !(w == "" || l > w) }'; then
-        WORST=$l
-        WORST_AT=$4
-    fi
+# paired_loss VS_OFF VS_ALWAYS: 1 - the smaller of the paired ratios (empty when one is missing).
+paired_loss() {
+    awk -v o="$1" -v a="$2" 'BEGIN{ if (o != "" && a != "") printf "%.4f", 1 - (o < a ? o : a) }'
 }
 
-# note_loss_cpu OFF ALWAYS ADAPTIVE WHERE: the same for the CPU-time figures into WORST_CPU.
+# worse WORST_SO_FAR LOSS: whether LOSS is worse (no worst yet: yes).
+worse() {
+    awk -v w="$1" -v l="$2" 'BEGIN{ exit !(w == "" || l > w) }'
+}
+
+# note_loss LOSS WHERE UNPAIRED: folds a setting's loss into WORST, the unpaired one into WORST_UNPAIRED.
+note_loss() {
+    if [ -n "$1" ] && worse "$WORST" "$1"; then
+        WORST=$1
+        WORST_AT=$2
+    fi
+    if [ -n "$3" ] && worse "$WORST_UNPAIRED" "$3"; then WORST_UNPAIRED=$3; fi
+}
+
+# note_loss_cpu LOSS WHERE: the same for the CPU-time figures into WORST_CPU.
 note_loss_cpu() {
-    local l
-    l=$(loss "$1" "$2" "$3")
-    [ -n "$l" ] || return 0
-    if awk -v w="$WORST_CPU" -v l="$l" 'BEGIN{ exit !(w == "" || l > w) }'; then
-        WORST_CPU=$l
-        WORST_CPU_AT=$4
+    if [ -n "$1" ] && worse "$WORST_CPU" "$1"; then
+        WORST_CPU=$1
+        WORST_CPU_AT=$2
     fi
 }
 
@@ -162,6 +179,11 @@ setting_line() {
     offc=$(mode_field "$log" "$draft" off tok_s_cpu)
     onc=$(mode_field "$log" "$draft" always tok_s_cpu)
     adc=$(mode_field "$log" "$draft" adaptive tok_s_cpu)
+    local pl plc ul ulc
+    ul=$(loss "$off" "$on" "$ad")
+    ulc=$(loss "$offc" "$onc" "$adc")
+    pl=$(paired_loss "$(mode_field "$log" "$draft" adaptive vs_off)" "$(mode_field "$log" "$draft" adaptive vs_always)")
+    plc=$(paired_loss "$(mode_field "$log" "$draft" adaptive vs_off_cpu)" "$(mode_field "$log" "$draft" adaptive vs_always_cpu)")
     declare -A S
     for m in off always adaptive; do
         sp=$(spread "$log" "$draft" "$m")
@@ -171,7 +193,8 @@ setting_line() {
     echo "RUN part=$part setting=$setting draft=$draft off_tok_s=$off always_tok_s=$on adaptive_tok_s=$ad" \
          "spec_speedup=$(ratio "$on" "$off") adaptive_speedup=$(ratio "$ad" "$off")" \
          "off_tok_s_cpu=$offc always_tok_s_cpu=$onc adaptive_tok_s_cpu=$adc" \
-         "adaptive_loss=$(loss "$off" "$on" "$ad") adaptive_loss_cpu=$(loss "$offc" "$onc" "$adc")" \
+         "adaptive_loss=${pl:-$ul} adaptive_loss_cpu=${plc:-$ulc} adaptive_loss_unpaired=$ul" \
+         "paired_spec_speedup=$(mode_field "$log" "$draft" always vs_off) paired_adaptive_speedup=$(mode_field "$log" "$draft" adaptive vs_off)" \
          "off_spread=${S[off]} always_spread=${S[always]} adaptive_spread=${S[adaptive]}" \
          "runs=$(mode_field "$log" "$draft" adaptive runs)/$(mode_field "$log" "$draft" off runs)" \
          "accept=$(mode_field "$log" "$draft" always accept)" \
@@ -182,8 +205,18 @@ setting_line() {
          "mb_used_per_tok_off=$(mode_field "$log" "$draft" off mb_used_per_tok)" \
          "mb_used_per_tok_always=$(mode_field "$log" "$draft" always mb_used_per_tok)" \
          "identical=$(mode_field "$log" "$draft" always identical)"
-    note_loss "$off" "$on" "$ad" "$part-$setting-$draft"
-    if [ "${5:-}" = cpu ]; then note_loss_cpu "$offc" "$onc" "$adc" "$part-$setting-$draft"; fi
+    note_loss "${pl:-$ul}" "$part-$setting-$draft" "$ul"
+    if [ "$part" = bench16 ]; then
+        local bl
+        bl=$(awk -v o="$(mode_field "$log" "$draft" off mb_used_per_tok)" -v a="$(mode_field "$log" "$draft" always mb_used_per_tok)" \
+                 -v d="$(mode_field "$log" "$draft" adaptive mb_used_per_tok)" \
+                 'BEGIN{ m = o < a ? o : a; if (o != "" && a != "" && d + 0 > 0) printf "%.4f", 1 - m / d }')
+        if [ -n "$bl" ] && worse "$WORST_BYTES" "$bl"; then
+            WORST_BYTES=$bl
+            WORST_BYTES_AT=$part-$setting-$draft
+        fi
+    fi
+    if [ "${5:-}" = cpu ]; then note_loss_cpu "${plc:-$ulc}" "$part-$setting-$draft"; fi
 }
 
 # ---- 1. the trained model -------------------------------------------------------
@@ -215,11 +248,15 @@ if [ "${SKIP_TRAINED:-0}" != 1 ] && [ -f "$TRAINED/config.json" ]; then
             continue
         fi
         setting_line trained "$setting" mtp "$log" "$([ "$setting" = resident ] && echo cpu)"
-        sp=$(ratio "$(mode_field "$log" mtp adaptive tok_s)" "$(mode_field "$log" mtp off tok_s)")
+        sp=$(mode_field "$log" mtp adaptive vs_off) # paired; else the medians' ratio
+        [ -n "$sp" ] || sp=$(ratio "$(mode_field "$log" mtp adaptive tok_s)" "$(mode_field "$log" mtp off tok_s)")
+        sp=$(awk -v s="$sp" 'BEGIN{ if (s == "na") print s; else printf "%.3f", s }')
         [ "$sp" = na ] || TR_MIN=$(awk -v m="$TR_MIN" -v s="$sp" 'BEGIN{ print (m == "" || s < m) ? s : m }')
         if [ "$setting" = resident ]; then
             R[trained_accept]=$(mode_field "$log" mtp always accept)
-            R[trained_spec_speedup]=$(ratio "$(mode_field "$log" mtp always tok_s)" "$(mode_field "$log" mtp off tok_s)")
+            R[trained_spec_speedup]=$(mode_field "$log" mtp always vs_off)
+            [ -n "${R[trained_spec_speedup]}" ] || R[trained_spec_speedup]=$(ratio "$(mode_field "$log" mtp always tok_s)" "$(mode_field "$log" mtp off tok_s)")
+            R[trained_spec_speedup]=$(awk -v s="${R[trained_spec_speedup]}" 'BEGIN{ if (s == "na") print s; else printf "%.3f", s }')
             R[trained_adaptive_speedup]=$sp
             # sampled acceptance at temperature 0.7
             if "$BUILD/bench_mtp" "${common[@]}" "${extra[@]}" --reps 1 --temp 0.7 --seed 7 --modes always \
@@ -296,4 +333,6 @@ echo "RESULT trained_accept=${R[trained_accept]} trained_spec_speedup=${R[traine
      "trained_accept_t07=${R[trained_accept_t07]} trained_adaptive_min_speedup=${R[trained_adaptive_min_speedup]}" \
      "adaptive_worst_setting=$WORST_AT adaptive_worst_loss_cpu=${WORST_CPU:-na} adaptive_worst_setting_cpu=$WORST_CPU_AT" \
      "run_spread_median=$(printf '%s' "$SPREADS" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "na" }')" \
-     "run_spread_max=$(printf '%s' "$SPREADS" | sort -g | tail -1 | grep . || echo na)"
+     "run_spread_max=$(printf '%s' "$SPREADS" | sort -g | tail -1 | grep . || echo na)" \
+     "adaptive_worst_loss_unpaired=${WORST_UNPAIRED:-na} adaptive_worst_loss_bytes16=${WORST_BYTES:-na}" \
+     "adaptive_worst_setting_bytes16=$WORST_BYTES_AT"
