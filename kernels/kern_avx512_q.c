@@ -71,7 +71,7 @@ TGT void pt_quant_act_avx512(const float *x, int64_t nb, bool paired, int8_t *qs
 
 // ---- products ------------------------------------------------------------------
 //
-// One kernel, kq(), computes R weight rows x V activation vectors (GEMV:
+// kq() computes R weight rows x V activation vectors (GEMV before kg():
 // R = 8, V = 1; GEMM: R = 4, V = 4) on ymm registers, one 8-lane
 // accumulator per (row, vector) - the contract's acc[0..7] itself. On Zen 4
 // a zmm operation costs two ymm slots, so ymm loses nothing there, and the
@@ -153,9 +153,6 @@ static TGTI float hsum8(__m256 a)
     return _mm_cvtss_f32(r);
 }
 
-#ifndef KZ_GEMV_R
-#define KZ_GEMV_R 8 // rows per GEMV pass
-#endif
 enum { KQ_RMAX = 8, KQ_VMAX = 4 };
 
 // R rows (row r at w + r * rb) x V vectors (quants xq[v], scales xd[v], nb
@@ -226,8 +223,131 @@ static TGTI void kq(bool q8, int R, int V, const uint8_t *w, size_t rb, const in
             y[v * ldy + r] = hsum8(acc[r][v]);
 }
 
+// ---- GEMV (one vector) -----------------------------------------------------------
+//
+// kg(): R rows x 1 vector, the GEMM kernel's scheme (kq() with V = 1) with
+// fewer operations per (row, block), for the case where the product is
+// compute-bound (fast memory):
+// - Q4_0 weights by one AND of the 16 bytes broadcast to both 128-bit halves:
+//   low half & 0x0F = the low nibbles (values 0..15), high half & 0xF0 = 16 x
+//   the high nibbles. Lanes 4..7 then start from -128 x their activation sum
+//   and hold 16 x the contract's int32 sum S (exact: |16 S| < 2^17), and
+//   their accumulators 16 x the contract's: fma(dd, 16 S, 16 acc) =
+//   16 fma(dd, S, acc) exactly, as scaling by 16 commutes with rounding
+//   (every acc value is a multiple of 2^-48, far from the subnormals, and
+//   below 2^70, far from overflow). The last step multiplies those lanes by
+//   1/16 (exact) before the contract's reduction: the same bits.
+// - the 8 blocks of a group unrolled, the scale products dd through memory
+//   (embedded broadcasts of the fmas), the prefetches at fixed offsets of
+//   each group (3 lines per row for Q4_0, 5 for Q8_0, at 64-byte spacing, so
+//   every line of a row is covered), one per row in each of the group's
+//   first blocks (all at the group's start measured slower from DRAM), no
+//   branch per block.
+#ifndef KG_R
+#define KG_R 8 // rows per GEMV pass (16 and 12 measured no faster on Zen 4)
+#endif
+// GEMV's Q8_0 prefetch hint: T1 as Q4_0's. On Zen 4 (1 thread, streaming
+// 512 MiB, A/B in one binary) T0 left Q8_0 at 0.40-0.59 of the read, T1
+// 0.75-0.86: T0 fills L1 with lines the 8 rows need only later.
+#ifndef KZ_HINT_Q8
+#define KZ_HINT_Q8 _MM_HINT_T1
+#endif
+#ifndef KG_PREFETCH
+#define KG_PREFETCH 4096 // bytes ahead in each row's progress, as kq()'s KZ_PREFETCH
+#endif
+enum { KG_RMAX = 16 };
+
+// 32 weights of a block as vpdpbusd's unsigned operand (Q4_0: lanes 4..7
+// 16 x the high nibbles, see above; Q8_0: w + 128).
+static TGTI __m256i kg_wq(bool q8, const uint8_t *wb)
+{
+    if (q8)
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wb + 2)), _mm256_set1_epi8((char)0x80));
+    const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(wb + 2)));
+    return _mm256_and_si256(t, _mm256_set_epi64x((long long)0xF0F0F0F0F0F0F0F0ull, (long long)0xF0F0F0F0F0F0F0F0ull,
+                                                 0x0F0F0F0F0F0F0F0Fll, 0x0F0F0F0F0F0F0F0Fll));
+}
+
+// Start value of the lanes: -off x (sum of the 4 activation quants of the
+// lane); off 128 (Q8_0), 8 (Q4_0 lanes 0..3) or 128 (Q4_0 lanes 4..7).
+static TGTI __m256i kg_start(bool q8, __m256i x)
+{
+    const __m256i off = q8 ? _mm256_set1_epi8((char)0x80)
+                           : _mm256_set_epi64x((long long)0x8080808080808080ull, (long long)0x8080808080808080ull,
+                                               0x0808080808080808ll, 0x0808080808080808ll);
+    return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), off, x));
+}
+
+// R rows (row r at w + r * rb) x one vector (quants xq, scales xd, nb
+// blocks) -> y[r]. R is a constant at every call site.
+static TGTI void kg(bool q8, int R, const uint8_t *w, size_t rb, const int8_t *xq, const float *xd, int64_t nb,
+                    float *y)
+{
+    const size_t bs = q8 ? 34 : 18;
+    const int npf = q8 ? 5 : 3; // prefetches per row and group: offsets 0, 64, .. (spacing <= 64 over groups)
+    __m256 acc[KG_RMAX];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++)
+        acc[r] = _mm256_setzero_ps();
+    _Alignas(32) float dd[KG_RMAX][8];
+    // prefetch distance: kq()'s scheme, per group
+    size_t pfo = KG_PREFETCH, wrap = rb;
+    int64_t b0 = 0;
+    for (; b0 + 8 <= nb; b0 += 8) {
+        const size_t pos = (size_t)b0 * bs;
+        while (KG_PREFETCH && pos + KG_PREFETCH >= wrap) {
+            pfo += (size_t)(R - 1) * rb;
+            wrap += rb;
+        }
+        const __m256 xd8 = _mm256_loadu_ps(xd + b0);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; r++) {
+            const uint8_t *wg = w + r * rb + pos;
+            _mm256_store_ps(dd[r], _mm256_mul_ps(dw8(q8, wg, 8), xd8));
+        }
+        // dd through memory: the fmas below take it as an embedded broadcast
+        // (the compiler would otherwise extract it from the registers by
+        // two shuffles per row and block)
+        __asm__ volatile("" ::: "memory");
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            const __m256i x = _mm256_load_si256((const __m256i *)(xq + (b0 + k) * QK));
+            const __m256i s0 = kg_start(q8, x);
+#pragma GCC unroll 16
+            for (int r = 0; r < R; r++) {
+                if (KG_PREFETCH && k < npf) // spread over the group's blocks
+                    _mm_prefetch((const char *)w + r * rb + pos + pfo + 64 * k, q8 ? KZ_HINT_Q8 : KZ_HINT_Q4);
+                const __m256i s = _mm256_dpbusd_epi32(s0, kg_wq(q8, w + r * rb + pos + k * bs), x);
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dd[r][k]), _mm256_cvtepi32_ps(s), acc[r]);
+            }
+        }
+    }
+    if (b0 < nb) { // the last group, g < 8 blocks
+        const int g = (int)(nb - b0);
+        const size_t pos = (size_t)b0 * bs;
+        const __m256 xd8 = _mm256_maskz_loadu_ps((__mmask8)((1u << g) - 1), xd + b0);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; r++)
+            _mm256_store_ps(dd[r], _mm256_mul_ps(dw8(q8, w + r * rb + pos, g), xd8));
+        __asm__ volatile("" ::: "memory");
+        for (int k = 0; k < g; k++) {
+            const __m256i x = _mm256_load_si256((const __m256i *)(xq + (b0 + k) * QK));
+            const __m256i s0 = kg_start(q8, x);
+#pragma GCC unroll 16
+            for (int r = 0; r < R; r++) {
+                const __m256i s = _mm256_dpbusd_epi32(s0, kg_wq(q8, w + r * rb + pos + k * bs), x);
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dd[r][k]), _mm256_cvtepi32_ps(s), acc[r]);
+            }
+        }
+    }
+    const __m256 unscale = q8 ? _mm256_set1_ps(1.0f) : _mm256_set_ps(0.0625f, 0.0625f, 0.0625f, 0.0625f, 1, 1, 1, 1);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++)
+        y[r] = hsum8(q8 ? acc[r] : _mm256_mul_ps(acc[r], unscale));
+}
+
 // One type's tile: vectors in fours (GEMM: rows in fours, then one at a
-// time), the remaining vectors one at a time (rows in eights, fours, ones).
+// time), the remaining vectors one at a time (kg(): rows in KG_R, 8, 4, 1).
 static TGTI void qtile_t(bool q8, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x, int64_t v0,
                          int64_t nvec, float *y, int64_t ldy)
 {
@@ -247,16 +367,20 @@ static TGTI void qtile_t(bool q8, const uint8_t *w, size_t rb, int64_t nrows, co
             kq(q8, 1, 4, w + r * rb, rb, xq, xd, nb, y + v * ldy + r, ldy);
     }
     for (; v < nvec; v++) {
-        xq[0] = x->qs + (v0 + v) * nb * QK;
-        xd[0] = x->d + (v0 + v) * nb;
+        const int8_t *q = x->qs + (v0 + v) * nb * QK;
+        const float *d = x->d + (v0 + v) * nb;
         float *yv = y + v * ldy;
         int64_t r = 0;
-        for (; r + KZ_GEMV_R <= nrows; r += KZ_GEMV_R)
-            kq(q8, KZ_GEMV_R, 1, w + r * rb, rb, xq, xd, nb, yv + r, ldy);
+        for (; r + KG_R <= nrows; r += KG_R)
+            kg(q8, KG_R, w + r * rb, rb, q, d, nb, yv + r);
+#if KG_R > 8
+        for (; r + 8 <= nrows; r += 8)
+            kg(q8, 8, w + r * rb, rb, q, d, nb, yv + r);
+#endif
         for (; r + 4 <= nrows; r += 4)
-            kq(q8, 4, 1, w + r * rb, rb, xq, xd, nb, yv + r, ldy);
+            kg(q8, 4, w + r * rb, rb, q, d, nb, yv + r);
         for (; r < nrows; r++)
-            kq(q8, 1, 1, w + r * rb, rb, xq, xd, nb, yv + r, ldy);
+            kg(q8, 1, w + r * rb, rb, q, d, nb, yv + r);
     }
 }
 
