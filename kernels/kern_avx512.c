@@ -132,7 +132,7 @@ static TGT void axpy_avx512(float *y, float a, const float *x, int64_t n)
 const pt_kern pt_kern_avx512 = {
     .name = "avx512vnni",
     .qpath = PT_QPATH_AVX512,
-    .qtile = pt_qtile_avx512,
+    .qtile = pt_qtile_avx512_gemm, // larger Q4_0 batches: kern_avx512_qgemm.c; the rest pt_qtile_avx512
     .q4_paired = false,
     .quant_act = pt_quant_act_avx512,
     .ftile = ftile_avx512,

@@ -85,6 +85,9 @@ void pt_axpy_rows_avx2(float *out, const float *p, const float *rows, int64_t n,
 void pt_qtile_avx512(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x, int64_t v0,
                      int64_t nvec, float *y, int64_t ldy);
 void pt_quant_act_avx512(const float *x, int64_t nb, bool paired, int8_t *qs, float *d, int32_t *s8);
+// Its GEMM tile (kern_avx512_qgemm.c): larger Q4_0 batches; the rest goes to pt_qtile_avx512.
+void pt_qtile_avx512_gemm(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x,
+                          int64_t v0, int64_t nvec, float *y, int64_t ldy);
 // pt_quantize_row for Q8_0 / Q4_0 / BF16 / F16 (bit-identical to quant.c's
 // scalar code); false for other types.
 bool pt_quantize_row_avx2(pt_dtype t, const float *x, void *dst, int64_t n);
