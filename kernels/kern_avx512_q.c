@@ -315,8 +315,12 @@ static TGTI void kg(bool q8, int R, const uint8_t *w, size_t rb, const int8_t *x
             const __m256i s0 = kg_start(q8, x);
 #pragma GCC unroll 16
             for (int r = 0; r < R; r++) {
-                if (KG_PREFETCH && k < npf) // spread over the group's blocks
-                    _mm_prefetch((const char *)w + r * rb + pos + pfo + 64 * k, q8 ? KZ_HINT_Q8 : KZ_HINT_Q4);
+                // spread over the group's blocks; the hint must be a constant
+                // expression for clang, hence one call per type
+                if (KG_PREFETCH && k < npf && q8)
+                    _mm_prefetch((const char *)w + r * rb + pos + pfo + 64 * k, KZ_HINT_Q8);
+                else if (KG_PREFETCH && k < npf)
+                    _mm_prefetch((const char *)w + r * rb + pos + pfo + 64 * k, KZ_HINT_Q4);
                 const __m256i s = _mm256_dpbusd_epi32(s0, kg_wq(q8, w + r * rb + pos + k * bs), x);
                 acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dd[r][k]), _mm256_cvtepi32_ps(s), acc[r]);
             }

@@ -1381,6 +1381,19 @@ static TGTI512VGB __m512i xxs_codes512_reg(__m512i raw, const xxs_consts *c)
     return _mm512_mask_blend_epi8(0xaaaaaaaaaaaaaaaaull, p0, p1);
 }
 
+// 128-bit lane j of R in all four lanes; the shuffle's control must be an
+// integer constant expression for clang, hence one case per lane (j is a
+// constant after unrolling, so GCC and clang keep one vshufi32x4).
+static TGTI512VGB __m512i xxs_lane128(__m512i R, int j)
+{
+    switch (j) {
+    case 0: return _mm512_shuffle_i32x4(R, R, 0x00);
+    case 1: return _mm512_shuffle_i32x4(R, R, 0x55);
+    case 2: return _mm512_shuffle_i32x4(R, R, 0xaa);
+    default: return _mm512_shuffle_i32x4(R, R, 0xff);
+    }
+}
+
 // Super-block h's 16 lanes (as xxs_sum) from its code bytes R, the
 // transposed sign bytes N (steps 4 h .. 4 h + 3) and the stored scales.
 static TGTI512VGB __m512i xxs_sum_reg(__m512i R, __m512i N, const int32_t *ls, const xxs_consts *c, int h, const int8_t *q8)
@@ -1392,7 +1405,7 @@ static TGTI512VGB __m512i xxs_sum_reg(__m512i R, __m512i N, const int32_t *ls, c
     for (int j = 0; j < 4; j++) {
         const __mmask64 neg = _mm512_bitshuffle_epi64_mask(N, _mm512_add_epi8(bi, _mm512_set1_epi8((char)(8 * (4 * h + j)))));
         const __m512i sc = _mm512_mask_set1_epi32(_mm512_set1_epi32(ls[8 * h + 2 * j]), 0xff00, ls[8 * h + 2 * j + 1]);
-        const __m512i g = _mm512_gf2p8affine_epi64_epi8(_mm512_multishift_epi64_epi8(c->cut, _mm512_shuffle_i32x4(R, R, 0x55 * j)),
+        const __m512i g = _mm512_gf2p8affine_epi64_epi8(_mm512_multishift_epi64_epi8(c->cut, xxs_lane128(R, j)),
                                                         _mm512_set1_epi64(map), 0x08);
         if (j & 1)
             acc1 = xxs_dot512(acc1, g, neg, q8 + 64 * j, sc);

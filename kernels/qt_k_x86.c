@@ -1050,10 +1050,10 @@ static TGTG float vdot_q4_k_vl(const void *w, const void *xq, int64_t n)
 static const uint8_t q2k_ptab[2][32] __attribute__((aligned(32))) = {{Q2PL(0, 0), Q2PL(0, 1)},
                                                                      {Q2PL(1, 0), Q2PL(1, 1)}};
 
-TGTVI __m256i gf_bits_x(__m256i v, int s, int w, int to, int x)
-{
-    return _mm256_gf2p8affine_epi64_epi8(v, _mm256_set1_epi64x((long long)gf_sel(s, w, to)), x);
-}
+// A macro, not a function: the xor operand x must be an integer constant
+// expression for clang (GCC folds it through the inlining).
+#define gf_bits_x(v, s, w, to, x) \
+    _mm256_gf2p8affine_epi64_epi8((v), _mm256_set1_epi64x((long long)gf_sel((s), (w), (to))), (x))
 
 TGTVI sb_sums sums_q2_k_vl(const pt_blk_q2_k *b, const block_q8_K *x)
 {
