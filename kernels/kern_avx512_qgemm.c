@@ -28,7 +28,10 @@
 #if defined(__x86_64__)
 #include <assert.h>
 #include <immintrin.h>
+#include <cpuid.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,6 +123,9 @@ enum { KG_RMAX = 4, KG_V = 4 };
 #ifndef KG_MIN_VEC
 #define KG_MIN_VEC 24 // fewer vectors: kern_avx512_q.c's tile
 #endif
+#ifndef KZ_MIN_VEC
+#define KZ_MIN_VEC 8 // kz() (Intel) from this many vectors
+#endif
 
 // R rows (prepared weights uw + r * nb, scales dw + r * ldw) x 4 vectors
 // (quants xq[v], scales xd[v], start values s0 + v * nb) -> y[v * ldy + r].
@@ -175,6 +181,189 @@ static TGTI void kg(int R, const __m256i *uw, const float *dw, int64_t ldw, cons
             y[v * ldy + r] = hsum8(acc[r][v]);
 }
 
+// ---- the zmm tile for Intel (kz) ------------------------------------------------
+//
+// On Intel cores ymm vpdpbusd and vfmadd share ports 0 and 1, so kg()'s
+// three ymm operations per (row, vector, block) cost at least one cycle;
+// zmm operations run on ports 0 and 5 at 16 lanes each. kz() holds TWO
+// rows in one zmm, interleaved lane by lane: dword 2l is lane l of row r,
+// dword 2l + 1 lane l of row r + 1. Then per (pair of rows, vector,
+// block): one vpdpbusd (the pair's prepared weights x the vector's quants
+// with each 4-byte lane duplicated), one vsubps, and one vfmadd whose
+// multiplier, [dd(r), dd(r + 1)] repeated, is ONE 8-byte vbroadcastsd load
+// from a table computed per group of 8 blocks by one zmm multiply of the
+// pair's interleaved row scales by the vector's duplicated block scales.
+// Each lane still runs the contract's chain block after block (a 16-lane
+// register is just two rows' 8-lane accumulators side by side), and the
+// final reduce8 takes the even / odd lanes in the contract's order.
+// On Zen 4 a zmm operation takes two ymm slots and the interleave costs
+// shuffles, so kg() stays there (kz_use()).
+
+enum { KZ_PMAX = 4, KZ_V = 4 }; // row pairs x vectors per pass
+
+#define MAGICF 12582912.0f
+
+// Row pair (w0, w1) -> per block 64 bytes of interleaved unsigned weights
+// (uw2 + b * 64) and per block the interleaved f32 scales (dw2[2b], dw2[2b
+// + 1]), zero-padded to a multiple of 8 blocks.
+static TGTI void pair_prep(bool q8, const uint8_t *w0, const uint8_t *w1, int64_t nb, __m512i *uw2, float *dw2)
+{
+    const size_t bs = q8 ? 34 : 18;
+    const __m512i il = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i u[2];
+        for (int j = 0; j < 2; j++) {
+            const uint8_t *wb = (j ? w1 : w0) + (size_t)b * bs;
+            if (q8)
+                u[j] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wb + 2)), _mm256_set1_epi8((char)0x80));
+            else {
+                const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(wb + 2)));
+                u[j] = _mm256_and_si256(_mm256_mask_srli_epi16(t, 0xFF00, t, 4), _mm256_set1_epi8(0x0F));
+            }
+            uint16_t h;
+            memcpy(&h, wb, 2);
+            dw2[2 * b + j] = _cvtsh_ss(h);
+        }
+        uw2[b] = _mm512_permutex2var_epi32(_mm512_castsi256_si512(u[0]), il, _mm512_castsi256_si512(u[1]));
+    }
+    const int64_t nb8 = (nb + 7) & ~(int64_t)7;
+    for (int64_t b = nb; b < nb8; b++)
+        dw2[2 * b] = dw2[2 * b + 1] = 0.0f;
+}
+
+// Vector xq (nb blocks, scales xd) -> per block its quants with each 4-byte
+// lane duplicated (x2 + b), its start values duplicated the same way (s2 +
+// b: KG_MAGIC - off * lane sum), and its scales duplicated (dx2[2b], dx2[2b
+// + 1]), zero-padded to a multiple of 8 blocks.
+static TGTI void vec_prep(bool q8, const int8_t *xq, const float *xd, int64_t nb, __m512i *x2, __m512i *s2,
+                          float *dx2)
+{
+    const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    const __m512i off = _mm512_set1_epi8(q8 ? (char)0x80 : 8);
+    const __m512i mg = _mm512_set1_epi32(KG_MAGIC);
+    for (int64_t b = 0; b < nb; b++) {
+        const __m512i x = _mm512_permutexvar_epi32(dup, _mm512_castsi256_si512(_mm256_load_si256((const __m256i *)(xq + b * QK))));
+        x2[b] = x;
+        s2[b] = _mm512_sub_epi32(mg, _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, x));
+        dx2[2 * b] = dx2[2 * b + 1] = xd[b];
+    }
+    const int64_t nb8 = (nb + 7) & ~(int64_t)7;
+    for (int64_t b = nb; b < nb8; b++)
+        dx2[2 * b] = dx2[2 * b + 1] = 0.0f;
+}
+
+// P row pairs (uw2 + p * nb, dw2 + p * 2 * nb8) x 4 vectors (x2 / s2 + v *
+// nb, dx2 + v * 2 * nb8) -> y[v * ldy + 2p + j] for rows 2p + j < nr.
+static TGTI void kz(int P, const __m512i *uw2, const float *dw2, const __m512i *x2, const __m512i *s2,
+                    const float *dx2, int64_t nb, float *y, int64_t ldy, int nr)
+{
+    const int64_t nb8 = (nb + 7) & ~(int64_t)7;
+    const __m512 mgf = _mm512_set1_ps(MAGICF);
+    __m512 acc[KZ_PMAX][KZ_V];
+#pragma GCC unroll 4
+    for (int p = 0; p < P; p++)
+#pragma GCC unroll 4
+        for (int v = 0; v < KZ_V; v++)
+            acc[p][v] = _mm512_setzero_ps();
+    _Alignas(64) double dd[KZ_PMAX][KZ_V][8]; // 8-byte pairs [dd(r), dd(r + 1)] per block of the group
+    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+#pragma GCC unroll 4
+        for (int p = 0; p < P; p++) {
+            const __m512 dwp = _mm512_load_ps(dw2 + p * 2 * nb8 + 2 * b0);
+#pragma GCC unroll 4
+            for (int v = 0; v < KZ_V; v++)
+                _mm512_store_ps((float *)dd[p][v], _mm512_mul_ps(dwp, _mm512_load_ps(dx2 + v * 2 * nb8 + 2 * b0)));
+        }
+        const int g = nb - b0 < 8 ? (int)(nb - b0) : 8;
+        for (int k = 0; k < g; k++) {
+            const int64_t b = b0 + k;
+            __m512i x[KZ_V], st[KZ_V];
+#pragma GCC unroll 4
+            for (int v = 0; v < KZ_V; v++) {
+                x[v] = _mm512_load_si512(x2 + v * nb + b);
+                st[v] = _mm512_load_si512(s2 + v * nb + b);
+            }
+#pragma GCC unroll 4
+            for (int p = 0; p < P; p++) {
+                const __m512i u = _mm512_load_si512(uw2 + p * nb + b);
+#pragma GCC unroll 4
+                for (int v = 0; v < KZ_V; v++) {
+                    const __m512i s = _mm512_dpbusd_epi32(st[v], u, x[v]);
+                    const __m512 f = _mm512_sub_ps(_mm512_castsi512_ps(s), mgf); // (float)(s - magic), exact
+                    const __m512 m = _mm512_castpd_ps(_mm512_set1_pd(dd[p][v][k]));
+                    acc[p][v] = _mm512_fmadd_ps(m, f, acc[p][v]);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int p = 0; p < P; p++)
+#pragma GCC unroll 4
+        for (int v = 0; v < KZ_V; v++) {
+            _Alignas(64) float a[16];
+            _mm512_store_ps(a, acc[p][v]);
+            for (int j = 0; j < 2 && 2 * p + j < nr; j++) {
+                const float t[8] = {a[j], a[2 + j], a[4 + j], a[6 + j], a[8 + j], a[10 + j], a[12 + j], a[14 + j]};
+                y[v * ldy + 2 * p + j] = pt_reduce8(t);
+            }
+        }
+}
+
+// kz over one tile: rows in pairs (an odd last row pairs with itself; its
+// twin's outputs are not stored), vectors in fours; the last nvec % 4
+// vectors go to kern_avx512_q.c's tile. The vectors' layout comes from
+// x->tq (built once per product by pt_qgemm_tile_act) or, without it, is
+// built here for each group of 4.
+static TGTI void qgemm_z(bool q8, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x, int64_t v0,
+                         int64_t nvec, float *y, int64_t ldy)
+{
+    const int64_t nb = x->nb, nb8 = (nb + 7) & ~(int64_t)7;
+    const int64_t nv4 = nvec & ~(int64_t)3, np = (nrows + 1) / 2;
+    if (nv4 > 0 && nb > 0 && nrows > 0) {
+        // scratch: the pairs' weights and scales (and, without x->tq, 4 vectors' layout)
+        const size_t ubytes = (size_t)(np * nb) * 64, dwbytes = (size_t)(np * 2 * nb8) * sizeof(float);
+        const size_t xbytes = x->tq ? 0 : (size_t)(KZ_V * nb) * 64;
+        const size_t dxbytes = x->tq ? 0 : (size_t)(KZ_V * 2 * nb8) * sizeof(float);
+        char *s = kg_scratch(ubytes + dwbytes + 2 * xbytes + dxbytes);
+        __m512i *uw2 = (__m512i *)s;
+        float *dw2 = (float *)(s + ubytes);
+        for (int64_t p = 0; p < np; p++) {
+            const uint8_t *w0 = w + (size_t)(2 * p) * rb;
+            pair_prep(q8, w0, 2 * p + 1 < nrows ? w0 + rb : w0, nb, uw2 + p * nb, dw2 + p * 2 * nb8);
+        }
+        for (int64_t v = 0; v < nv4; v += 4) {
+            const __m512i *x2, *s2;
+            const float *dx2;
+            if (x->tq) {
+                x2 = (const __m512i *)x->tq + (v0 + v) * nb;
+                s2 = (const __m512i *)x->tq_s + (v0 + v) * nb;
+                dx2 = x->tq_d + (v0 + v) * 2 * nb8;
+            } else {
+                __m512i *bx = (__m512i *)(s + ubytes + dwbytes), *bs = bx + KZ_V * nb;
+                float *bd = (float *)(s + ubytes + dwbytes + 2 * xbytes);
+                for (int j = 0; j < KZ_V; j++)
+                    vec_prep(q8, x->qs + (v0 + v + j) * nb * QK, x->d + (v0 + v + j) * nb, nb, bx + j * nb,
+                             bs + j * nb, bd + j * 2 * nb8);
+                x2 = bx, s2 = bs, dx2 = bd;
+            }
+            int64_t p = 0;
+            for (; p + 4 <= np; p += 4)
+                kz(4, uw2 + p * nb, dw2 + p * 2 * nb8, x2, s2, dx2, nb, y + v * ldy + 2 * p, ldy, (int)(nrows - 2 * p));
+            const int left = (int)(np - p);
+            float *yp = y + v * ldy + 2 * p;
+            const int nr = (int)(nrows - 2 * p);
+            if (left == 3)
+                kz(3, uw2 + p * nb, dw2 + p * 2 * nb8, x2, s2, dx2, nb, yp, ldy, nr);
+            else if (left == 2)
+                kz(2, uw2 + p * nb, dw2 + p * 2 * nb8, x2, s2, dx2, nb, yp, ldy, nr);
+            else if (left == 1)
+                kz(1, uw2 + p * nb, dw2 + p * 2 * nb8, x2, s2, dx2, nb, yp, ldy, nr);
+        }
+    }
+    if (nvec > nv4)
+        pt_qtile_avx512(q8 ? PT_Q8_0 : PT_Q4_0, w, rb, nrows, x, v0 + nv4, nvec - nv4, y + nv4 * ldy, ldy);
+}
+
 // One type's tile: vectors in fours (rows in fours, then one at a time);
 // the last nvec % 4 vectors go to kern_avx512_q.c's tile.
 static TGTI void qgemm_t(bool q8, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x, int64_t v0,
@@ -210,14 +399,69 @@ static TGTI void qgemm_t(bool q8, const uint8_t *w, size_t rb, int64_t nrows, co
         pt_qtile_avx512(q8 ? PT_Q8_0 : PT_Q4_0, w, rb, nrows, x, v0 + nv4, nvec - nv4, y + nv4 * ldy, ldy);
 }
 
-// Rows x vectors (pt_qtile_fn), Q4_0 or Q8_0 weights: Q8_0 and batches of
-// fewer than KG_MIN_VEC vectors go to kern_avx512_q.c's tile as they are.
+// Whether kz() runs (Intel, where zmm work runs on two ports and the ymm
+// tile's operations share them with each other; AMD keeps kg()):
+// PETREL_KZ=0 / 1 forces either (tests, A/B).
+static _Atomic int g_kz = -1;
+static bool kz_use(void)
+{
+    int v = atomic_load_explicit(&g_kz, memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("PETREL_KZ");
+        if (e && (e[0] == '0' || e[0] == '1'))
+            v = e[0] == '1';
+        else {
+            unsigned a, b, c, d;
+            v = __get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; // "GenuineIntel"
+        }
+        atomic_store_explicit(&g_kz, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+int pt_qgemm_set_kz(int on)
+{
+    kz_use();
+    return atomic_exchange(&g_kz, on < 0 ? -1 : on != 0);
+}
+
+// The per-product layout hooks (pt_kern.tile_act*): kz's vector layout for
+// products of >= KZ_MIN_VEC vectors where kz runs.
+int64_t pt_qgemm_tile_act_min(pt_dtype t)
+{
+    return (t == PT_Q4_0 || t == PT_Q8_0) && kz_use() ? KZ_MIN_VEC : 0;
+}
+
+size_t pt_qgemm_tile_act_bytes(int64_t nb, int64_t batch)
+{
+    const int64_t nb8 = (nb + 7) & ~(int64_t)7;
+    return (size_t)(batch * nb) * 128 + (size_t)(batch * 2 * nb8) * sizeof(float);
+}
+
+TGT void pt_qgemm_tile_act(pt_dtype t, pt_q8act *x, int64_t batch, void *buf)
+{
+    assert((t == PT_Q4_0 || t == PT_Q8_0) && x && buf && ((uintptr_t)buf & 63) == 0);
+    const int64_t nb = x->nb, nb8 = (nb + 7) & ~(int64_t)7;
+    __m512i *x2 = (__m512i *)buf, *s2 = x2 + batch * nb;
+    float *dx2 = (float *)(s2 + batch * nb);
+    for (int64_t v = 0; v < batch; v++)
+        vec_prep(t == PT_Q8_0, x->qs + v * nb * QK, x->d + v * nb, nb, x2 + v * nb, s2 + v * nb, dx2 + v * 2 * nb8);
+    x->tq = x2;
+    x->tq_s = s2;
+    x->tq_d = dx2;
+}
+
+// Rows x vectors (pt_qtile_fn), Q4_0 or Q8_0 weights. On Intel: kz() from
+// KZ_MIN_VEC vectors, both types; elsewhere kg() for Q4_0 from KG_MIN_VEC
+// vectors; the rest to kern_avx512_q.c's tile as they are.
 TGT void pt_qtile_avx512_gemm(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x,
                               int64_t v0, int64_t nvec, float *y, int64_t ldy)
 {
     assert(t == PT_Q4_0 || t == PT_Q8_0);
     assert(w && x && y && nrows >= 0 && nvec >= 0);
-    if ((t == PT_Q4_0 || KG_Q8) && nvec >= KG_MIN_VEC)
+    if (nvec >= KZ_MIN_VEC && kz_use())
+        qgemm_z(t == PT_Q8_0, w, rb, nrows, x, v0, nvec, y, ldy);
+    else if ((t == PT_Q4_0 || KG_Q8) && nvec >= KG_MIN_VEC)
         qgemm_t(t == PT_Q8_0, w, rb, nrows, x, v0, nvec, y, ldy);
     else
         pt_qtile_avx512(t, w, rb, nrows, x, v0, nvec, y, ldy);

@@ -38,6 +38,15 @@ typedef struct pt_q8act {
     const float *d;     // (nvec, nb) block scale, fp16-rounded, as f32
     const int32_t *s8;  // (nvec, nb) 8 * sum of the block's quants (no product reads it today)
     int64_t nb;         // blocks per vector
+    // Optional (NULL: absent): the same vectors in the layout of the path's
+    // GEMM tile, built once per product by pt_kern.tile_act for all of
+    // them (kern_avx512_qgemm.c's Intel tile, per vector v and block b:
+    // 64 bytes of lane-duplicated quants at tq + (v * nb + b) * 64, as many
+    // of start values at tq_s, and the block scale twice at tq_d + v * 2 *
+    // nb8 + 2 b, nb8 = nb rounded up to a multiple of 8).
+    const void *tq;
+    const void *tq_s;
+    const float *tq_d;
 } pt_q8act;
 
 // Dot products of `nrows` weight rows (row r at w + r*rb) with vectors
@@ -54,6 +63,14 @@ typedef struct pt_kern {
     pt_qtile_fn qtile;  // block-quantised weights
     bool q4_paired;     // Q4_0 activation quants in the paired layout (quant_act's `paired`; no path today)
     pt_ftile_fn ftile;  // F32 / F16 / BF16 weights
+    // Optional (NULL: none): for a product of `batch` >= tile_act_min(t)
+    // vectors with weight type t, lays the quantised activations out for
+    // qtile (pt_q8act.tq / .tq_d, tile_act_bytes(t, nb, batch) bytes in
+    // all, 64-byte aligned); tile_act_min returns 0 when the tile takes
+    // none (then no layout is built).
+    int64_t (*tile_act_min)(pt_dtype t);
+    size_t (*tile_act_bytes)(int64_t nb, int64_t batch);
+    void (*tile_act)(pt_dtype t, pt_q8act *x, int64_t batch, void *buf);
     // One f32 vector (nb blocks) -> Q8_0 quants exactly as ggml's
     // quantize_row_q8_0 on x86 (id = 127/amax, ties to even), scales rounded to fp16 (kept as f32) and
     // 8 * per-block sums; quants in the natural or (paired) Q4_0 layout.
@@ -85,9 +102,18 @@ void pt_axpy_rows_avx2(float *out, const float *p, const float *rows, int64_t n,
 void pt_qtile_avx512(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x, int64_t v0,
                      int64_t nvec, float *y, int64_t ldy);
 void pt_quant_act_avx512(const float *x, int64_t nb, bool paired, int8_t *qs, float *d, int32_t *s8);
-// Its GEMM tile (kern_avx512_qgemm.c): larger Q4_0 batches; the rest goes to pt_qtile_avx512.
+// Its GEMM tile (kern_avx512_qgemm.c): larger Q4_0 batches (Intel: Q4_0
+// and Q8_0); the rest goes to pt_qtile_avx512. With the activations laid
+// out once per product by pt_qgemm_tile_act (the pt_kern hooks).
 void pt_qtile_avx512_gemm(pt_dtype t, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x,
                           int64_t v0, int64_t nvec, float *y, int64_t ldy);
+int64_t pt_qgemm_tile_act_min(pt_dtype t);
+size_t pt_qgemm_tile_act_bytes(int64_t nb, int64_t batch);
+void pt_qgemm_tile_act(pt_dtype t, pt_q8act *x, int64_t batch, void *buf);
+// Forces the Intel zmm GEMM tile of kern_avx512_qgemm.c on (1) or off (0),
+// or back to the CPU's default (-1); returns the previous setting (0 / 1).
+// For tests and A/B; not while products run.
+int pt_qgemm_set_kz(int on);
 // pt_quantize_row for Q8_0 / Q4_0 / BF16 / F16 (bit-identical to quant.c's
 // scalar code); false for other types.
 bool pt_quantize_row_avx2(pt_dtype t, const float *x, void *dst, int64_t n);

@@ -242,7 +242,12 @@ static void gemm_parts(const gemm_part *p, int np, const float *X, int64_t batch
         const bool paired = type == PT_Q4_0 && k->q4_paired;
         size_t qbytes = (size_t)(batch * nb * QK + 63) & ~(size_t)63;
         size_t dbytes = (size_t)(batch * nb) * sizeof(float);
-        char *s = scratch(qbytes + 2 * dbytes + 64);
+        // the path's GEMM-tile layout of the same quants, if it takes one
+        const int64_t tmin = k->tile_act_min ? k->tile_act_min(type) : 0;
+        const bool tiles = tmin > 0 && batch >= tmin && nb > 0;
+        const size_t toff = (qbytes + 2 * dbytes + 63) & ~(size_t)63;
+        const size_t tbytes = tiles ? k->tile_act_bytes(nb, batch) : 0;
+        char *s = scratch(toff + tbytes + 64);
         int8_t *qs = (int8_t *)s;
         float *d = (float *)(s + qbytes);
         int32_t *s8 = (int32_t *)(s + qbytes + dbytes);
@@ -250,6 +255,8 @@ static void gemm_parts(const gemm_part *p, int np, const float *X, int64_t batch
         for (int64_t v = 0; v < batch; v++)
             k->quant_act(X + v * cols, nb, paired, qs + v * nb * QK, d + v * nb, s8 + v * nb);
         act = (pt_q8act){.qs = qs, .d = d, .s8 = s8, .nb = nb};
+        if (tiles)
+            k->tile_act(type, &act, batch, s + toff); // sets act.tq / act.tq_d
     }
 
     // Tiles: row chunks x vector chunks, handed out dynamically. Every

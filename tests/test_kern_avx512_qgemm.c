@@ -6,7 +6,10 @@
 // counts with and without a partial group of 8, a vector offset v0 and an
 // output stride wider than the rows; random and extreme weights (Q4_0
 // nibbles 0 / 15, Q8_0 -128 / 127) and activation quants (-128 / 127, 0),
-// scales from fp16 zero to large.
+// scales from fp16 zero to large. Both GEMM tiles run on any AVX-512 CPU:
+// kg() (AMD's choice) and kz() (Intel's: two rows per zmm), the latter with
+// the activations laid out per call and once per product
+// (pt_qgemm_tile_act), so every combination is checked wherever AVX-512 is.
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -66,8 +69,11 @@ Test(kern_avx512_qgemm, tile_equals_scalar)
     }
     const pt_dtype types[] = {PT_Q4_0, PT_Q8_0};
     const int64_t nbs[] = {1, 7, 8, 9, 33, 64};
-    const int64_t nvecs[] = {4, 23, 24, 27, 32, 33};
+    const int64_t nvecs[] = {4, 8, 11, 16, 23, 24, 27, 32, 33};
     const int64_t v0 = 3, extra = 5; // vectors before v0; output stride nrows + extra
+    const int kz_prev = pt_qgemm_set_kz(0);
+    for (int kz = 0; kz < 2; kz++)
+    for (int lay = 0; lay < 1 + kz; lay++) // kz: without and with the per-product layout
     for (size_t ti = 0; ti < 2; ti++)
         for (size_t bi = 0; bi < sizeof nbs / sizeof nbs[0]; bi++)
             for (size_t vi = 0; vi < sizeof nvecs / sizeof nvecs[0]; vi++)
@@ -82,7 +88,14 @@ Test(kern_avx512_qgemm, tile_equals_scalar)
                     int32_t *s8 = calloc((size_t)(ntot * nb), sizeof(int32_t));
                     fill_weights(t, w, nrows, nb, mode < 3 ? mode : 0);
                     fill_act(qs, d, ntot, nb, mode >= 3 ? mode - 2 : 0);
-                    const pt_q8act a = {.qs = qs, .d = d, .s8 = s8, .nb = nb};
+                    pt_qgemm_set_kz(kz);
+                    pt_q8act a = {.qs = qs, .d = d, .s8 = s8, .nb = nb};
+                    void *lb = NULL;
+                    if (lay) {
+                        lb = aligned_alloc(64, (pt_qgemm_tile_act_bytes(nb, ntot) + 63) / 64 * 64);
+                        pt_qgemm_tile_act(t, &a, ntot, lb);
+                        cr_assert(a.tq && a.tq_s && a.tq_d);
+                    }
                     const int64_t ldy = nrows + extra, ny = nvec * ldy;
                     float *ys = malloc(sizeof(float) * (size_t)ny), *yt = malloc(sizeof(float) * (size_t)ny);
                     memset(ys, 0x7F, sizeof(float) * (size_t)ny);
@@ -91,9 +104,10 @@ Test(kern_avx512_qgemm, tile_equals_scalar)
                     pt_qtile_avx512_gemm(t, w, rb, nrows, &a, v0, nvec, yt, ldy);
                     for (int64_t i = 0; i < ny; i++)
                         cr_assert_eq(fbits(yt[i]), fbits(ys[i]),
-                                     "%s nb %ld nvec %ld nrows %ld mode %d: v %ld r %ld: %.9g != %.9g",
-                                     pt_dtype_name(t), (long)nb, (long)nvec, (long)nrows, mode, (long)(i / ldy),
-                                     (long)(i % ldy), yt[i], ys[i]);
+                                     "kz %d layout %d %s nb %ld nvec %ld nrows %ld mode %d: v %ld r %ld: %.9g != %.9g",
+                                     kz, lay, pt_dtype_name(t), (long)nb, (long)nvec, (long)nrows, mode,
+                                     (long)(i / ldy), (long)(i % ldy), yt[i], ys[i]);
+                    free(lb);
                     free(ys);
                     free(yt);
                     free(w);
@@ -101,22 +115,29 @@ Test(kern_avx512_qgemm, tile_equals_scalar)
                     free(d);
                     free(s8);
                 }
+    pt_qgemm_set_kz(kz_prev);
 }
 
-// Through pt_gemm (the path's registered tile, matmul.c's tiling): a
-// prefill-sized Q4_0 product on the AVX-512 path equals the scalar path.
+// Through pt_gemm (the path's registered tile and per-product layout,
+// matmul.c's tiling): prefill-sized Q4_0 and Q8_0 products on the AVX-512
+// path, with kz() off and on, equal the scalar path.
 Test(kern_avx512_qgemm, gemm_avx512_equals_scalar)
 {
     if (!pt_kernel_path_supported(PT_PATH_AVX512)) {
         cr_log_info("AVX-512 VNNI not available on this CPU: skipped");
         return;
     }
-    const int64_t rows = 70, cols = 32 * 37, batches[] = {24, 61};
-    const size_t rb = (size_t)(cols / 32) * 18;
+    const int64_t rows = 70, cols = 32 * 37, batches[] = {7, 8, 24, 61};
+    const int kz_prev = pt_qgemm_set_kz(0);
+    for (int kz = 0; kz < 2; kz++)
+    for (int ti = 0; ti < 2; ti++) {
+    const pt_dtype t = ti ? PT_Q8_0 : PT_Q4_0;
+    const size_t rb = (size_t)(cols / 32) * (ti ? 34 : 18);
     uint8_t *w = malloc(rb * (size_t)rows);
-    fill_weights(PT_Q4_0, w, rows, cols / 32, 0);
-    const pt_mat m = {.data = w, .type = PT_Q4_0, .rows = rows, .cols = cols};
-    for (size_t bi = 0; bi < 2; bi++) {
+    fill_weights(t, w, rows, cols / 32, 0);
+    const pt_mat m = {.data = w, .type = t, .rows = rows, .cols = cols};
+    pt_qgemm_set_kz(kz);
+    for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
         const int64_t B = batches[bi];
         float *X = malloc(sizeof(float) * (size_t)(B * cols));
         for (int64_t i = 0; i < B * cols; i++)
@@ -128,12 +149,14 @@ Test(kern_avx512_qgemm, gemm_avx512_equals_scalar)
         pt_gemm(&m, X, B, Y1);
         pt_kernel_set_path(PT_PATH_AUTO);
         for (int64_t i = 0; i < B * rows; i++)
-            cr_assert_eq(fbits(Y1[i]), fbits(Y0[i]), "batch %ld v %ld r %ld", (long)B, (long)(i / rows),
-                         (long)(i % rows));
+            cr_assert_eq(fbits(Y1[i]), fbits(Y0[i]), "kz %d %s batch %ld v %ld r %ld", kz, pt_dtype_name(t), (long)B,
+                         (long)(i / rows), (long)(i % rows));
         free(X);
         free(Y0);
         free(Y1);
     }
     free(w);
+    }
+    pt_qgemm_set_kz(kz_prev);
 }
 #endif
