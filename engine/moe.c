@@ -49,6 +49,18 @@ static bool pt_moe_team_off(void)
     return off;
 }
 
+// PETREL_PP_SIDE=off: batches larger than PT_PAR_EXPERT_B compute every
+// expert one at a time with split products, as before 2026-12-07 (A/B).
+static bool pt_pp_side_off(void)
+{
+    static int off = -1;
+    if (off < 0) {
+        const char *e = getenv("PETREL_PP_SIDE");
+        off = e && !strcmp(e, "off");
+    }
+    return off;
+}
+
 static inline void pt_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -100,26 +112,45 @@ static void run_expert(petrel_context *c, int il, int e, const void *w[3], int B
     run_expert_with(c, il, e, w, B, &x);
 }
 
-// Small batches (decode, speculative verification): the experts that are
-// ready are computed side by side, one per thread, each product
-// single-threaded inside, instead of one after another with every product
-// split over the threads: a few parallel regions per layer instead of three
-// per expert. The bits are the same either way (kernels/matmul.h).
+// Thread tid's part of st->pscratch: room for st->prows rows.
+static expert_scratch thread_scratch(const pt_stream *st, const pt_hparams *hp, int tid)
+{
+    const size_t pr = (size_t)st->prows;
+    const size_t per = pr * (hp->n_embd + 2 * hp->n_ff_exp) + 2 * pr;
+    float *base = st->pscratch + (size_t)tid * per;
+    expert_scratch x = {
+        .gx = base,
+        .fa = base + pr * hp->n_embd,
+        .fb = base + pr * (hp->n_embd + hp->n_ff_exp),
+        .gsel = (int32_t *)(base + pr * (hp->n_embd + 2 * hp->n_ff_exp)),
+    };
+    x.gk = x.gsel + pr;
+    return x;
+}
+
+// The experts that are ready computed side by side, one per thread, each
+// product single-threaded inside, instead of one after another with every
+// product split over the threads: a few parallel regions per layer instead
+// of several per expert (and, for small batches, no wake-up per expert
+// arriving). Each of them has at most st->prows rows. They are handed out
+// largest first, so that the threads finish together. The bits are the
+// same either way (kernels/matmul.h).
 static void run_ready_parallel(petrel_context *c, int il, const int *list, int n, const void *(*w)[3], int B)
 {
     pt_stream *st = c->stream;
     const pt_hparams *hp = &c->model->hp;
-    const size_t per = (size_t)PT_PAR_EXPERT_B * (hp->n_embd + 2 * hp->n_ff_exp) + 2 * PT_PAR_EXPERT_B;
+    int ord[PT_PAR_EXPERT_MAX];
+    for (int j = 0; j < n; j++) { // insertion sort by rows, descending
+        int k = j;
+        for (; k > 0 && st->ucount[list[ord[k - 1]]] < st->ucount[list[j]]; k--)
+            ord[k] = ord[k - 1];
+        ord[k] = j;
+    }
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int j = 0; j < n; j++) {
-        float *base = st->pscratch + (size_t)omp_get_thread_num() * per;
-        expert_scratch x = {
-            .gx = base,
-            .fa = base + (size_t)PT_PAR_EXPERT_B * hp->n_embd,
-            .fb = base + (size_t)PT_PAR_EXPERT_B * (hp->n_embd + hp->n_ff_exp),
-            .gsel = (int32_t *)(base + (size_t)PT_PAR_EXPERT_B * (hp->n_embd + 2 * hp->n_ff_exp)),
-        };
-        x.gk = x.gsel + PT_PAR_EXPERT_B;
+    for (int i = 0; i < n; i++) {
+        const int j = ord[i];
+        assert(st->ucount[list[j]] <= st->prows);
+        const expert_scratch x = thread_scratch(st, hp, omp_get_thread_num());
         run_expert_with(c, il, st->uniq[list[j]], w[j], B, &x);
     }
 }
@@ -225,24 +256,34 @@ static int stream_experts(petrel_context *c, int il, int B, int nu)
     pt_stream *st = c->stream;
     pt_ecache *ec = c->ecache;
     const int nt = c->n_threads > 0 ? c->n_threads : 1;
-    const bool side_by_side = B <= PT_PAR_EXPERT_B && st->pscratch && nt > 1;
+    const bool side_by_side = (B <= PT_PAR_EXPERT_B || !pt_pp_side_off()) && st->pscratch && nt > 1;
     int left = nu;
     while (left > 0) {
         if (reap_finished(c, il) < 0)
             return -1;
-        int list[PT_PAR_EXPERT_MAX], n = 0, pending = 0;
+        // ready experts with at most st->side_rows rows (list), and the
+        // first ready one with more (big)
+        int list[PT_PAR_EXPERT_MAX], n = 0, pending = 0, big = -1;
         for (int j = 0; j < nu; j++) {
-            if (st->ustate[j] == U_READY && n < PT_PAR_EXPERT_MAX)
-                list[n++] = j;
+            if (st->ustate[j] == U_READY) {
+                if (B > PT_PAR_EXPERT_B && st->ucount[j] > st->side_rows)
+                    big = big < 0 ? j : big;
+                else if (n < PT_PAR_EXPERT_MAX)
+                    list[n++] = j;
+            }
             pending += st->ustate[j] == U_LOADING || st->ustate[j] == U_DEFERRED;
         }
-        if (n > 0) {
-            // Side by side in multiples of the thread count; the rest (or
-            // everything, for big batches) one at a time.
+        if (n > 0 || big >= 0) {
+            // Side by side in multiples of the thread count (all of them
+            // when nothing else is coming); the rest one at a time, each
+            // product split over the threads.
             int take = 1;
+            const int *from = list;
             if (side_by_side && n >= nt)
-                take = pending == 0 ? n : n - n % nt;
-            compute_ready(c, il, B, list, take);
+                take = pending == 0 && big < 0 ? n : n - n % nt;
+            else if (big >= 0)
+                from = &big;
+            compute_ready(c, il, B, from, take);
             left -= take;
             if (retry_deferred(c, il, nu) < 0)
                 return -1;
@@ -310,16 +351,7 @@ static bool team_work(petrel_context *c, int il, int B, team *t)
             break;
     }
     pt_stream *st = c->stream;
-    const pt_hparams *hp = &c->model->hp;
-    const size_t per = (size_t)PT_PAR_EXPERT_B * (hp->n_embd + 2 * hp->n_ff_exp) + 2 * PT_PAR_EXPERT_B;
-    float *base = st->pscratch + (size_t)omp_get_thread_num() * per;
-    expert_scratch x = {
-        .gx = base,
-        .fa = base + (size_t)PT_PAR_EXPERT_B * hp->n_embd,
-        .fb = base + (size_t)PT_PAR_EXPERT_B * (hp->n_embd + hp->n_ff_exp),
-        .gsel = (int32_t *)(base + (size_t)PT_PAR_EXPERT_B * (hp->n_embd + 2 * hp->n_ff_exp)),
-    };
-    x.gk = x.gsel + PT_PAR_EXPERT_B;
+    const expert_scratch x = thread_scratch(st, &c->model->hp, omp_get_thread_num());
     run_expert_with(c, il, st->uniq[t->idx[q]], t->w[q], B, &x);
     atomic_store_explicit(&t->done[q], 1, memory_order_release);
     atomic_fetch_add_explicit(&t->n_done, 1, memory_order_acq_rel);
@@ -517,11 +549,14 @@ int pt_moe(petrel_context *c, int il, int B)
         if (st->upos[e] >= 0) {
             st->upos[e] = (int16_t)nu;
             st->uniq[nu] = e;
+            st->ucount[nu] = 0;
             st->ustate[nu] = U_DEFERRED;
             st->utries[nu] = 0;
             st->heat[(size_t)il * st->n_expert_max + e]++;
             nu++;
         }
+    for (int i = 0; i < B * n_used; i++)
+        st->ucount[st->upos[s->rids[i]]]++;
     pt_stream_note_actual(c, il, st->uniq, nu);
     count_visits(c, il, B, nu);
     c->prof.router += pt_now() - tp;

@@ -84,9 +84,15 @@ static int alloc_buffers(petrel_context *c, pt_stream *st)
     st->heat = calloc(nb * ne, sizeof(uint64_t));
     st->heat_old = calloc(nb * ne, sizeof(uint64_t));
     st->sh_out = pt_alloc_aligned(B * hp->n_embd * sizeof(float));
+    st->prows = B > PT_PAR_EXPERT_B ? (B < PT_PAR_BIG_B ? (int)B : PT_PAR_BIG_B) : PT_PAR_EXPERT_B;
+    st->side_rows = st->prows;
+    const char *sr = getenv("PETREL_PP_SIDE_ROWS"); // tests and A/B: fewer rows side by side
+    if (sr && atoi(sr) >= 1 && atoi(sr) < st->side_rows)
+        st->side_rows = atoi(sr);
     st->pscratch = pt_alloc_aligned((size_t)c->n_threads *
-                                    ((size_t)PT_PAR_EXPERT_B * (hp->n_embd + 2 * hp->n_ff_exp) + 2 * PT_PAR_EXPERT_B) *
+                                    ((size_t)st->prows * (hp->n_embd + 2 * hp->n_ff_exp) + 2 * (size_t)st->prows) *
                                     sizeof(float));
+    st->ucount = calloc(ne, sizeof(int32_t));
     st->uniq = calloc(ne, sizeof(int32_t));
     st->ustate = calloc(ne, 1);
     st->utries = calloc(ne, 1);
@@ -100,6 +106,7 @@ static int alloc_buffers(petrel_context *c, pt_stream *st)
     st->pwant = calloc(ne, 1);
     st->has_pred = calloc(nb, sizeof(bool));
     if (!st->heat || !st->heat_old || !st->sh_out || !st->pscratch || !st->uniq || !st->ustate || !st->utries || !st->upos ||
+        !st->ucount ||
         !st->pxn || !st->plogits || !st->pids || !st->pw || !st->pred || !st->pfar || !st->pwant || !st->has_pred)
         return -1;
     for (size_t i = 0; i < ne; i++)
@@ -283,6 +290,7 @@ void pt_stream_free(petrel_context *c)
     free(st->ustate);
     free(st->utries);
     free(st->upos);
+    free(st->ucount);
     pt_free_aligned(st->pxn);
     pt_free_aligned(st->plogits);
     free(st->pids);

@@ -13,6 +13,10 @@
 // side (one per thread), at most PT_PAR_EXPERT_MAX at a time.
 #define PT_PAR_EXPERT_B 8
 #define PT_PAR_EXPERT_MAX 64
+// Larger batches (prefill chunks) compute side by side the ready experts
+// that at most this many of their rows chose; experts with more rows
+// compute one at a time, each product split over the threads.
+#define PT_PAR_BIG_B 64
 
 typedef struct pt_stream {
     pt_reader *reader;
@@ -24,12 +28,17 @@ typedef struct pt_stream {
     char *usage_path;         // NULL: usage not recorded
     // MoE loop scratch
     float *sh_out;            // (n_batch, n_embd) shared-expert output
-    float *pscratch;          // (n_threads, PT_PAR_EXPERT_B*(n_embd + 2*n_ff_exp) + 2*PT_PAR_EXPERT_B)
+    int prows;                // rows per thread of pscratch: PT_PAR_EXPERT_B, or up to
+                              // PT_PAR_BIG_B when n_batch is larger
+    int side_rows;            // experts of larger batches with at most this many rows
+                              // compute side by side (<= prows; PETREL_PP_SIDE_ROWS lowers it)
+    float *pscratch;          // (n_threads, prows*(n_embd + 2*n_ff_exp) + 2*prows)
                               // per-thread scratch for experts computed side by side
     int32_t *uniq;            // (n_expert_max) distinct experts of a batch
     int8_t *ustate;           // (n_expert_max) their progress
     int8_t *utries;           // (n_expert_max) demand reads started
     int16_t *upos;            // (n_expert_max) index in uniq of an expert or -1
+    int32_t *ucount;          // (n_expert_max) rows of the batch that chose uniq[i]
     // lookahead predictor
     bool prefetch;
     int prefetch_depth;       // blocks predicted ahead (>= 1)

@@ -150,7 +150,8 @@ Test(golden, case2_batch) { check_case(2, 0); }
 Test(golden, case3_batch) { check_case(3, 0); }
 
 // Placement invariance: one expert slot per layer vs all of them, 1 vs 2
-// threads, batch vs incremental: bit-identical logits.
+// threads, batch vs incremental, experts of a batch side by side or one at
+// a time: bit-identical logits.
 Test(golden, placement_invariance)
 {
     char *model = tu_tiny_model("q8_0");
@@ -158,12 +159,22 @@ Test(golden, placement_invariance)
     float *ref = calloc((size_t)n * VOCAB, sizeof(float)), *alt = calloc((size_t)n * VOCAB, sizeof(float));
     float *mref = calloc((size_t)n * VOCAB, sizeof(float)), *malt = calloc((size_t)n * VOCAB, sizeof(float));
     run_case(model, k, 0, 0, 2, ref, mref, NULL, NULL);
-    const int cfg[][3] = {{1, 1, 0}, {1, 2, 0}, {16, 1, 0}, {1, 2, 1}, {16, 2, 1}};
+    // {slots, threads, incremental, side rows}: with 2 threads a batch
+    // computes the ready experts with at most `side rows` rows side by side
+    // (PETREL_PP_SIDE_ROWS; 0: the default, 64) and the others one at a
+    // time with split products, so 1 and 3 mix both ways within a layer.
+    const int cfg[][4] = {{1, 1, 0, 0}, {1, 2, 0, 0}, {16, 1, 0, 0}, {1, 2, 1, 0}, {16, 2, 1, 0},
+                          {0, 2, 0, 1}, {0, 2, 0, 3}, {2, 2, 0, 3}};
     for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+        char rows[16];
+        snprintf(rows, sizeof rows, "%d", cfg[i][3]);
+        if (cfg[i][3])
+            setenv("PETREL_PP_SIDE_ROWS", rows, 1);
         run_case(model, k, cfg[i][2], cfg[i][0], cfg[i][1], alt, malt, NULL, NULL);
+        unsetenv("PETREL_PP_SIDE_ROWS");
         cr_expect(memcmp(ref, alt, sizeof(float) * (size_t)n * VOCAB) == 0,
-                  "logits differ with %d slots, %d threads, %s", cfg[i][0], cfg[i][1],
-                  cfg[i][2] ? "incremental" : "batch");
+                  "logits differ with %d slots, %d threads, %s, side rows %d", cfg[i][0], cfg[i][1],
+                  cfg[i][2] ? "incremental" : "batch", cfg[i][3]);
         cr_expect(memcmp(mref, malt, sizeof(float) * (size_t)(n - 1) * VOCAB) == 0,
                   "MTP logits differ with %d slots, %d threads", cfg[i][0], cfg[i][1]);
     }
