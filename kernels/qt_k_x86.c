@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <math.h>
+#include <unistd.h>
 #include <string.h>
 
 #define TGT2 __attribute__((target("avx2,fma,f16c")))
@@ -141,18 +142,38 @@ TGT2I int32_t hsum4_i32(__m128i a)
 // weights being read (0: none). A GEMV reads each row once, one row after
 // the other, and the core's own loads keep too few cache lines in flight
 // for DRAM (its reorder window covers only a few hundred bytes of a
-// compute-heavy loop), so the lines are asked for this far ahead: measured
-// +20-40 % GB/s from DRAM on Zen 3 (docs/kernels.md). 4096 rather than
-// 2048: 1 thread streaming 512 MiB on an Ice Lake Xeon (avx512 entries, GB
-// per CPU second, interleaved best of 6) Q2_K 7.9 -> 8.3, Q4_K 9.7 -> 10.3,
-// Q6_K 10.3 -> 10.9 (none 6.3 / 7.7 / 8.4; 6144 within noise of 4096).
-// Hint T0 (K_PREFETCH_LOC 3): T1, T2 and NTA measured 2-10 % slower there.
-#ifndef K_PREFETCH
-#define K_PREFETCH 4096
-#endif
+// compute-heavy loop), so the lines are asked for ahead: measured +20-40 %
+// GB/s from DRAM on Zen 3 (docs/kernels.md). How far depends on the core,
+// measured per machine, 1 thread streaming from DRAM (docs/kernels.md):
+// - Ice Lake Xeon (1.25 MiB L2): 4096 over 2048, Q2_K 7.9 -> 8.3, Q4_K
+//   9.7 -> 10.3, Q6_K 10.3 -> 10.9 GB per CPU second; Zen 4 (1 MiB L2):
+//   2048 and 8192 slower than 4096 or within noise;
+// - Intel Xeon with AVX-512 FP16 / AMX and 2 MiB of L2 per core: 2048 over
+//   4096, ratio to the read (cpu1) Q4_K 0.57 -> 0.77-0.80, Q6_K 0.58-0.59
+//   -> 0.72-0.80, Q2_K 0.64-0.68 -> 0.71 (4096 there is worse than none
+//   for Q4_K / Q6_K).
+// So: 2048 where the L2 holds >= 2 MiB per core, 4096 elsewhere; the
+// environment variable PETREL_K_PREFETCH=N sets N bytes (0: none). Hint
+// T0 (K_PREFETCH_LOC 3): T1, T2 and NTA measured 2-10 % slower on Ice
+// Lake, and T1 at 4096 below T0 at 2048 on the 2 MiB machine.
+static size_t g_k_prefetch = 4096;
+#define K_PREFETCH g_k_prefetch
 #ifndef K_PREFETCH_LOC
 #define K_PREFETCH_LOC 3
 #endif
+
+__attribute__((constructor)) static void k_prefetch_init(void)
+{
+    const char *e = getenv("PETREL_K_PREFETCH");
+    if (e && *e) {
+        const long v = strtol(e, NULL, 10);
+        g_k_prefetch = v > 0 && v <= (1 << 20) ? (size_t)v & ~(size_t)63 : 0;
+        return;
+    }
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    g_k_prefetch = l2 >= 2L * 1024 * 1024 ? 2048 : 4096;
+}
+
 // Software prefetch of the `bytes` of weights at p (one hint per 64-byte line).
 static inline void k_prefetch(const char *p, size_t bytes)
 {
