@@ -333,6 +333,118 @@ static AVX2_ATTR void attn_wsum_avx2(float *O, int64_t ldo, const float *P, int6
         }
     }
 }
+
+// The same two kernels on zmm (the AVX-512 path): the same fused lanes in
+// the same order, twice as many per instruction.
+#define AVX512_ATTR __attribute__((target("avx2,fma,avx512f,avx512vl")))
+
+// Scores: tiles of 4 queries x 4 keys; lane block j (lanes 16j .. 16j+15
+// of the 64: ggml's accumulator j) of the 16 pairs runs over every whole
+// 64-chunk in order, then per pair (acc0 + acc2) + (acc1 + acc3), its two
+// halves added and reduced as pt_reduce8: what attn_scores_avx2 computes.
+static AVX512_ATTR void attn_scores_avx512(float *S, int64_t lds, const float *Q, int nq, int64_t ldq, const float *K,
+                                           int64_t n, int64_t d, int64_t ldk, const float *kT, int64_t ldt, float scale)
+{
+    const int64_t np = d / 64 * 64, nc = np / 64;
+    for (int64_t t0 = 0; t0 < n; t0 += 4) {
+        const float *kr[4];
+        for (int b = 0; b < 4; b++)
+            kr[b] = K + (t0 + b < n ? t0 + b : n - 1) * ldk;
+        for (int q0 = 0; q0 < nq; q0 += 4) {
+            const float *qr[4];
+            for (int a = 0; a < 4; a++)
+                qr[a] = Q + (q0 + a < nq ? q0 + a : nq - 1) * ldq;
+            __m512 blk[4][4][4]; // (lane block j, query, key)
+            for (int j = 0; j < 4; j++) {
+                __m512 acc[4][4];
+                for (int a = 0; a < 4; a++)
+                    for (int b = 0; b < 4; b++)
+                        acc[a][b] = _mm512_setzero_ps();
+                for (int64_t c = 0; c < nc; c++) {
+                    const int64_t o = c * 64 + j * 16;
+                    __m512 x[4];
+                    for (int a = 0; a < 4; a++)
+                        x[a] = _mm512_loadu_ps(qr[a] + o);
+                    for (int b = 0; b < 4; b++) {
+                        const __m512 y = _mm512_loadu_ps(kr[b] + o);
+                        for (int a = 0; a < 4; a++)
+                            acc[a][b] = _mm512_fmadd_ps(x[a], y, acc[a][b]);
+                    }
+                }
+                for (int a = 0; a < 4; a++)
+                    for (int b = 0; b < 4; b++)
+                        blk[j][a][b] = acc[a][b];
+            }
+            for (int a = 0; a < 4 && q0 + a < nq; a++)
+                for (int b = 0; b < 4 && t0 + b < n; b++) {
+                    const __m512 u = _mm512_add_ps(_mm512_add_ps(blk[0][a][b], blk[2][a][b]),
+                                                   _mm512_add_ps(blk[1][a][b], blk[3][a][b]));
+                    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(u), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1)));
+                    S[(q0 + a) * lds + t0 + b] = hsum8(h);
+                }
+        }
+    }
+    // The tail (d - np values), one product at a time in order, then the scale.
+    for (int q = 0; q < nq; q++) {
+        const float *x = Q + q * ldq;
+        float *s = S + q * lds;
+        int64_t t = 0;
+        if (kT)
+            for (; t + 16 <= n; t += 16) {
+                __m512 v = _mm512_loadu_ps(s + t);
+                for (int64_t i = np; i < d; i++)
+                    v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_set1_ps(x[i]), _mm512_loadu_ps(kT + (i - np) * ldt + t)));
+                _mm512_storeu_ps(s + t, _mm512_mul_ps(v, _mm512_set1_ps(scale)));
+            }
+        for (; t < n; t++) {
+            float v = s[t];
+            const float *k = K + t * ldk;
+            for (int64_t i = np; i < d; i++) {
+                const float p = x[i] * k[i];
+                v += p;
+            }
+            s[t] = v * scale;
+        }
+    }
+}
+
+// Weighted sums: tiles of 8 queries x 16 columns, one zmm per (lane,
+// query): lane L (keys L, L+16, ..., in order) of the 16 columns; then per
+// column pt_reduce16 over the lanes: what attn_wsum_avx2 computes.
+static AVX512_ATTR void attn_wsum_avx512(float *O, int64_t ldo, const float *P, int64_t ldp, int nq, const float *Vp,
+                                         int64_t kstride, int64_t n, int64_t d)
+{
+    enum { QT = 8 };
+    for (int64_t c0 = 0; c0 < d; c0 += 16) {
+        for (int q0 = 0; q0 < nq; q0 += QT) {
+            const float *pr[QT];
+            for (int a = 0; a < QT; a++)
+                pr[a] = P + (q0 + a < nq ? q0 + a : nq - 1) * ldp;
+            __m512 lane[16][QT]; // (lane, query): the 16 columns
+            for (int L = 0; L < 16; L++) {
+                __m512 acc[QT];
+                for (int a = 0; a < QT; a++)
+                    acc[a] = _mm512_setzero_ps();
+                const float *r = Vp + ((c0 / 16) * 16 + L) * kstride * 16;
+                for (int64_t j = L; j < n; j += 16, r += 16) {
+                    const __m512 rv = _mm512_loadu_ps(r);
+                    for (int a = 0; a < QT; a++)
+                        acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(pr[a][j]), rv, acc[a]);
+                }
+                for (int a = 0; a < QT; a++)
+                    lane[L][a] = acc[a];
+            }
+            for (int a = 0; a < QT && q0 + a < nq; a++) {
+                __m512 t[8];
+                for (int k = 0; k < 8; k++)
+                    t[k] = _mm512_add_ps(lane[k][a], lane[k + 8][a]);
+                const __m512 u = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(t[0], t[4]), _mm512_add_ps(t[2], t[6])),
+                                               _mm512_add_ps(_mm512_add_ps(t[1], t[5]), _mm512_add_ps(t[3], t[7])));
+                _mm512_storeu_ps(O + (q0 + a) * ldo + c0, u);
+            }
+        }
+    }
+}
 #endif
 
 void pt_attn_scores(float *S, int64_t lds, const float *Q, int nq, int64_t ldq, const float *K, int64_t n, int64_t d,
@@ -340,7 +452,12 @@ void pt_attn_scores(float *S, int64_t lds, const float *Q, int nq, int64_t ldq, 
 {
     assert(nq >= 0 && n >= 0 && d >= 0 && (nq <= 1 || lds >= n) && (n <= 1 || ldk >= d));
 #if OPS_X86
-    if (pt_kern_current()->qpath == PT_QPATH_AVX2 || pt_kern_current()->qpath == PT_QPATH_AVX512) {
+    if (pt_kern_current()->qpath == PT_QPATH_AVX512) {
+        if (nq > 0 && n > 0)
+            attn_scores_avx512(S, lds, Q, nq, ldq, K, n, d, ldk, kT, ldt, scale);
+        return;
+    }
+    if (pt_kern_current()->qpath == PT_QPATH_AVX2) {
         if (nq > 0 && n > 0)
             attn_scores_avx2(S, lds, Q, nq, ldq, K, n, d, ldk, kT, ldt, scale);
         return;
@@ -370,7 +487,9 @@ void pt_attn_wsum(float *O, int64_t ldo, const float *P, int64_t ldp, int nq, co
 #if OPS_X86
     if (Vp && (pt_kern_current()->qpath == PT_QPATH_AVX2 || pt_kern_current()->qpath == PT_QPATH_AVX512) &&
         d % 16 == 0) {
-        if (nq > 0)
+        if (nq > 0 && pt_kern_current()->qpath == PT_QPATH_AVX512)
+            attn_wsum_avx512(O, ldo, P, ldp, nq, Vp, kstride, n, d);
+        else if (nq > 0)
             attn_wsum_avx2(O, ldo, P, ldp, nq, Vp, kstride, n, d);
         return;
     }
