@@ -80,20 +80,23 @@ static TGTI float hsum8(__m256 a) // ggml's hsum_float_8 (the contract's reduce8
     return _mm_cvtss_f32(r);
 }
 
+// The 32 weights of block wb as vpdpbusd's unsigned operand: Q4_0 the
+// nibbles split (16 low, then 16 high: 0..15), Q8_0 w ^ 0x80 = w + 128.
+static TGTI __m256i uw_block(bool q8, const uint8_t *wb)
+{
+    if (q8)
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wb + 2)), _mm256_set1_epi8((char)0x80));
+    const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(wb + 2)));
+    return _mm256_and_si256(_mm256_mask_srli_epi16(t, 0xFF00, t, 4), _mm256_set1_epi8(0x0F));
+}
+
 // Row w (nb blocks) -> its 32 unsigned weights per block (uw) and its fp16
 // block scales as f32 (dw, zero-padded to a multiple of 8 blocks).
 static TGTI void row_prep(bool q8, const uint8_t *w, int64_t nb, __m256i *uw, float *dw)
 {
     const size_t bs = q8 ? 34 : 18;
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *wb = w + (size_t)b * bs;
-        if (q8)
-            uw[b] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wb + 2)), _mm256_set1_epi8((char)0x80));
-        else {
-            const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(wb + 2)));
-            uw[b] = _mm256_and_si256(_mm256_mask_srli_epi16(t, 0xFF00, t, 4), _mm256_set1_epi8(0x0F));
-        }
-    }
+    for (int64_t b = 0; b < nb; b++)
+        uw[b] = uw_block(q8, w + (size_t)b * bs);
     const int64_t nb8 = (nb + 7) & ~(int64_t)7;
     for (int64_t b0 = 0; b0 < nb8; b0 += 8) {
         uint16_t h[8] = {0};
@@ -214,12 +217,7 @@ static TGTI void pair_prep(bool q8, const uint8_t *w0, const uint8_t *w1, int64_
         __m256i u[2];
         for (int j = 0; j < 2; j++) {
             const uint8_t *wb = (j ? w1 : w0) + (size_t)b * bs;
-            if (q8)
-                u[j] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wb + 2)), _mm256_set1_epi8((char)0x80));
-            else {
-                const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(wb + 2)));
-                u[j] = _mm256_and_si256(_mm256_mask_srli_epi16(t, 0xFF00, t, 4), _mm256_set1_epi8(0x0F));
-            }
+            u[j] = uw_block(q8, wb);
             uint16_t h;
             memcpy(&h, wb, 2);
             dw2[2 * b + j] = _cvtsh_ss(h);

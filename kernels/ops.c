@@ -218,6 +218,38 @@ static AVX2_ATTR inline float hsum8(__m256 t)
     return _mm_cvtss_f32(_mm_add_ss(z, _mm_shuffle_ps(z, z, 1)));
 }
 
+// The scores' tail: the products of values np = d / 64 * 64 .. d-1 added
+// one at a time, in order, unfused (as ggml's leftover loop), then the
+// scale; keys from `from` on (those before it were done by the caller),
+// 8 keys at a time from the transposed tail kT when there is one.
+static AVX2_ATTR void scores_tail_avx2(float *S, int64_t lds, const float *Q, int nq, int64_t ldq, const float *K,
+                                       int64_t n, int64_t d, int64_t ldk, const float *kT, int64_t ldt, float scale,
+                                       int64_t from)
+{
+    const int64_t np = d / 64 * 64;
+    for (int q = 0; q < nq; q++) {
+        const float *x = Q + q * ldq;
+        float *s = S + q * lds;
+        int64_t t = from;
+        if (kT)
+            for (; t + 8 <= n; t += 8) {
+                __m256 v = _mm256_loadu_ps(s + t);
+                for (int64_t i = np; i < d; i++)
+                    v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(x[i]), _mm256_loadu_ps(kT + (i - np) * ldt + t)));
+                _mm256_storeu_ps(s + t, _mm256_mul_ps(v, _mm256_set1_ps(scale)));
+            }
+        for (; t < n; t++) {
+            float v = s[t];
+            const float *k = K + t * ldk;
+            for (int64_t i = np; i < d; i++) {
+                const float p = x[i] * k[i];
+                v += p;
+            }
+            s[t] = v * scale;
+        }
+    }
+}
+
 // Scores: tiles of 2 queries x 4 keys. Lane group g (lanes 8g .. 8g+7 of the
 // 64 of ggml_vec_dot_f32's four 16-lane accumulators) of the 8 pairs runs
 // over every whole 64-chunk in order; the groups combine as acc0 + acc2,
@@ -266,28 +298,7 @@ static AVX2_ATTR void attn_scores_avx2(float *S, int64_t lds, const float *Q, in
                 }
         }
     }
-    // The tail (d - np values), one product at a time in order, then the scale.
-    for (int q = 0; q < nq; q++) {
-        const float *x = Q + q * ldq;
-        float *s = S + q * lds;
-        int64_t t = 0;
-        if (kT)
-            for (; t + 8 <= n; t += 8) {
-                __m256 v = _mm256_loadu_ps(s + t);
-                for (int64_t i = np; i < d; i++)
-                    v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(x[i]), _mm256_loadu_ps(kT + (i - np) * ldt + t)));
-                _mm256_storeu_ps(s + t, _mm256_mul_ps(v, _mm256_set1_ps(scale)));
-            }
-        for (; t < n; t++) {
-            float v = s[t];
-            const float *k = K + t * ldk;
-            for (int64_t i = np; i < d; i++) {
-                const float p = x[i] * k[i];
-                v += p;
-            }
-            s[t] = v * scale;
-        }
-    }
+    scores_tail_avx2(S, lds, Q, nq, ldq, K, n, d, ldk, kT, ldt, scale, 0);
 }
 
 // Weighted sums: tiles of 4 queries x 16 columns. Lane L (keys L, L+16, ...,
@@ -379,33 +390,25 @@ static AVX512_ATTR void attn_scores_avx512(float *S, int64_t lds, const float *Q
                 for (int b = 0; b < 4 && t0 + b < n; b++) {
                     const __m512 u = _mm512_add_ps(_mm512_add_ps(blk[0][a][b], blk[2][a][b]),
                                                    _mm512_add_ps(blk[1][a][b], blk[3][a][b]));
-                    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(u), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1)));
+                    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1));
+                    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(u), hi);
                     S[(q0 + a) * lds + t0 + b] = hsum8(h);
                 }
         }
     }
-    // The tail (d - np values), one product at a time in order, then the scale.
+    // The tail: 16 keys at a time from kT here, the rest as the AVX2 kernel.
+    const int64_t n16 = kT ? n / 16 * 16 : 0;
     for (int q = 0; q < nq; q++) {
         const float *x = Q + q * ldq;
         float *s = S + q * lds;
-        int64_t t = 0;
-        if (kT)
-            for (; t + 16 <= n; t += 16) {
-                __m512 v = _mm512_loadu_ps(s + t);
-                for (int64_t i = np; i < d; i++)
-                    v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_set1_ps(x[i]), _mm512_loadu_ps(kT + (i - np) * ldt + t)));
-                _mm512_storeu_ps(s + t, _mm512_mul_ps(v, _mm512_set1_ps(scale)));
-            }
-        for (; t < n; t++) {
-            float v = s[t];
-            const float *k = K + t * ldk;
-            for (int64_t i = np; i < d; i++) {
-                const float p = x[i] * k[i];
-                v += p;
-            }
-            s[t] = v * scale;
+        for (int64_t t = 0; t < n16; t += 16) {
+            __m512 v = _mm512_loadu_ps(s + t);
+            for (int64_t i = np; i < d; i++)
+                v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_set1_ps(x[i]), _mm512_loadu_ps(kT + (i - np) * ldt + t)));
+            _mm512_storeu_ps(s + t, _mm512_mul_ps(v, _mm512_set1_ps(scale)));
         }
     }
+    scores_tail_avx2(S, lds, Q, nq, ldq, K, n, d, ldk, kT, ldt, scale, n16);
 }
 
 // Weighted sums: tiles of 8 queries x 16 columns, one zmm per (lane,
