@@ -22,13 +22,13 @@
 // vector, block) (1.06-1.07x), 32 blocks 1.04-1.09x, 20 vectors 1.02-1.03x,
 // 16 vectors 0.91-0.96x (the preparation amortised over too few vectors:
 // hence KG_MIN_VEC); Q8_0 0.99-1.02x (not taken).
+#include "kernels/cpu.h"
 #include "kernels/kern_internal.h"
 #include "kernels/qtypes.h"
 
 #if defined(__x86_64__)
 #include <assert.h>
 #include <immintrin.h>
-#include <cpuid.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -405,13 +405,9 @@ static bool kz_use(void)
 {
     int v = atomic_load_explicit(&g_kz, memory_order_relaxed);
     if (v < 0) {
-        const char *e = getenv("PETREL_KZ");
-        if (e && (e[0] == '0' || e[0] == '1'))
-            v = e[0] == '1';
-        else {
-            unsigned a, b, c, d;
-            v = __get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; // "GenuineIntel"
-        }
+        v = pt_env_switch("PETREL_KZ");
+        if (v < 0)
+            v = pt_cpu_vendor_id() == PT_CPU_INTEL;
         atomic_store_explicit(&g_kz, v, memory_order_relaxed);
     }
     return v;

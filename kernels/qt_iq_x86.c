@@ -29,6 +29,7 @@
 // summed apart and put back in lane order at the end. The block loops are
 // unrolled: the scale selection and index arithmetic then fold into
 // constants.
+#include "kernels/cpu.h"
 #include "kernels/qt_iq.h"
 #include "kernels/qt_k.h"
 #include "kernels/qt_iq_grid.h"
@@ -43,7 +44,6 @@
 #include <string.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <cpuid.h>
 
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define TGTI __attribute__((target("avx2,fma,f16c"), always_inline)) inline
@@ -1062,15 +1062,9 @@ static bool iq_prefer_z4(void)
 {
     int v = __atomic_load_n(&g_iq_z4, __ATOMIC_RELAXED);
     if (v < 0) {
-        const char *e = getenv("PETREL_IQ_Z4");
-        if (e && (e[0] == '0' || e[0] == '1'))
-            v = e[0] == '1';
-        else {
-            unsigned a, b, c, d;
-            v = __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u; // "AuthenticAMD"
-            if (v && __get_cpuid(1, &a, &b, &c, &d))
-                v = ((a >> 8) & 0xf) + ((a >> 20) & 0xff) == 0x19;
-        }
+        v = pt_env_switch("PETREL_IQ_Z4");
+        if (v < 0)
+            v = pt_cpu_vendor_id() == PT_CPU_AMD && pt_cpu_family() == 0x19;
         if (!__builtin_cpu_supports("avx512vbmi"))
             v = 0;
         __atomic_store_n(&g_iq_z4, v, __ATOMIC_RELAXED);

@@ -12,12 +12,12 @@
 // (or AVX-512 VNNI's vpdpwssd) with the block scale as int16 widens to
 // int32. A 512-bit register holds two of ggml's 32-value registers, one per
 // 256-bit half; adding the halves gives ggml's lanes.
+#include "kernels/cpu.h"
 #include "kernels/qt_k.h"
 #include "kernels/qt_blocks.h"
 
 #if defined(__x86_64__)
 #include <assert.h>
-#include <cpuid.h>
 #include <immintrin.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -1223,16 +1223,9 @@ bool pt_kq_prefer_zmm(void)
 {
     int v = atomic_load_explicit(&g_kq_zmm, memory_order_relaxed);
     if (v < 0) {
-        const char *e = getenv("PETREL_KQ_ZMM");
-        if (e && (e[0] == '0' || e[0] == '1'))
-            v = e[0] == '1';
-        else {
-            unsigned a, b, c, d;
-            v = __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u; // "AuthenticAMD"
-            // family (base + extended): Zen 4 is 0x19, Zen 5 0x1A
-            if (v && __get_cpuid(1, &a, &b, &c, &d))
-                v = ((a >> 8) & 0xf) + ((a >> 20) & 0xff) >= 0x1a;
-        }
+        v = pt_env_switch("PETREL_KQ_ZMM");
+        if (v < 0) // family: Zen 4 is 0x19, Zen 5 0x1A
+            v = pt_cpu_vendor_id() == PT_CPU_AMD && pt_cpu_family() >= 0x1a;
         if (!__builtin_cpu_supports("gfni")) // the ymm rows need it (Skylake-SP / Cascade Lake: zmm)
             v = 1;
         atomic_store_explicit(&g_kq_zmm, v, memory_order_relaxed);
