@@ -142,6 +142,11 @@ case_state() {
         n2=$(tail -n 1 "$out" | awk '$1 == "saving" { print $2 }')
         [ -n "$n2" ] && inw=$((inw + 1))
         [ -n "$n1" ] || n1=$n_prev
+        # No save has completed yet, by this writer or an earlier one: a
+        # writer killed in the first save of all, before its rename, leaves
+        # no file, which is right (one that exists must still be that save's
+        # state, checked below).
+        if [ -z "$n1" ] && [ -n "$n2" ] && [ ! -e "$p" ]; then continue; fi
         [ -n "$n2" ] || n2=$n1
         if [ -z "$n1" ] && [ -z "$n2" ]; then
             [ ! -e "$p" ] || fail "a state file appeared without a save"
