@@ -7,20 +7,26 @@
 // The controlled drafter (--p LIST): a reference run without speculation
 // first gives the non-speculative continuation of each prompt; a later
 // run's draft for position pos is that continuation's token with
-// probability p (a fixed hash of pos and the prompt, so every mode sees
-// the same drafts), else another token.
+// probability p (a fixed hash of pos, the prompt and the repetition, so
+// every mode of one repetition sees the same drafts), else another token.
+// Each repetition draws a new pattern: with one pattern for all of them
+// (until 2026-12-07) the 32 positions of bench16's one prompt gave always
+// 14 right drafts of 16 at p = 0.75 and 15 of 15 at p = 0.9, in every
+// repetition, and the adaptive policy, which verifies other positions
+// after a plain step, was judged against that luck rather than against p.
 //
 // Measurement under noise: the reference run (not counted) also warms the
 // caches; a run keeps the KV cache of a prompt that the context already
 // holds (reuse_prefix: one prompt, as on bench16, is prefilled once, which
 // saves minutes under a memory cap; decode figures start after the
 // prefill either way). Then every repetition runs one job per (drafter,
-// mode) — the off job, which does not depend on the drafter, twice when
-// there are several drafters — interleaved prompt by prompt: for each
-// prompt every job generates it, in an order shuffled afresh for each
-// (repetition, prompt) (a fixed seed), so that drift of the machine's load
-// or of the cache state falls on every mode alike, within seconds rather
-// than a job's length. Without --fresh all jobs share one context, and so
+// mode) — the off job, which does not depend on the drafter, once per
+// drafter when there are several (a block per drafter: its off, always and
+// adaptive jobs) — interleaved prompt by prompt: for each prompt every job
+// generates it, in an order shuffled afresh for each (repetition, prompt)
+// (a fixed seed; blocks in a shuffled order, jobs shuffled within their
+// block), so that drift of the machine's load or of the cache state falls
+// on every mode alike, within seconds rather than a job's length. Without --fresh all jobs share one context, and so
 // one expert cache and the adaptive policy's remembered step costs
 // (engine/spec_policy.h), as a long-lived server would; with --fresh every
 // job gets a new context at the start of each repetition, which then
@@ -44,8 +50,8 @@
 // their bytes, read or not), and exits 3 if any run's tokens differ from
 // the reference's. vs_off / vs_always (always and adaptive lines): the
 // median over repetitions of this mode's tok/s over the same repetition's
-// off jobs (pooled) and always job: paired, so that load drifting between
-// repetitions cancels.
+// off job (of its block; without blocks all off jobs pooled) and always
+// job: paired, so that load drifting between repetitions cancels.
 //
 // usage: bench_mtp -m MODEL [--ram SIZE] [--experts-per-layer N] [--usage FILE | --no-usage]
 //                  [--preload] [--fresh] [-t T] [-n N] [--ids-file FILE] [--prompt-len L]
@@ -186,7 +192,8 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// One prompt (index k) generated in one mode with one drafter on context
+// One prompt (index k) generated in one mode with one drafter (repetition
+// rep's pattern of right drafts) on context
 // c, its decode-phase figures added to *F (NULL: not counted). ref holds
 // the reference tokens (n_gen per prompt); record: this run writes them.
 // Returns 0, 1 if the tokens differ from ref, -1 on an error (said).
@@ -197,13 +204,13 @@ typedef struct job_cfg {
     uint64_t seed;
 } job_cfg;
 
-static int run_prompt(petrel_context *c, const job_cfg *J, int k, int mode, double p, petrel_token *ref, bool record,
-                      petrel_token *got, figures *F)
+static int run_prompt(petrel_context *c, const job_cfg *J, int k, int rep, int mode, double p, petrel_token *ref,
+                      bool record, petrel_token *got, figures *F)
 {
     assert(k >= 0 && k < J->n_prompts);
     const petrel_token *prompt = J->all + (size_t)k * J->stride;
     drafter d = {.ref = ref + (size_t)k * J->n_gen, .n_ref = J->n_gen, .n_prompt = J->prompt_len, .p = p,
-                 .salt = (uint32_t)k, .n_vocab = J->n_vocab};
+                 .salt = (uint32_t)k + 7919u * (uint32_t)rep, .n_vocab = J->n_vocab};
     petrel_sampler_params sp = petrel_sampler_default_params();
     sp.temperature = (float)J->temp;
     sp.seed = J->seed + (uint64_t)k;
@@ -261,7 +268,7 @@ static int run_job(petrel_context *c, const job_cfg *J, int mode, double p, petr
 {
     int differ = 0;
     for (int k = 0; k < J->n_prompts; k++) {
-        int rc = run_prompt(c, J, k, mode, p, ref, record, got, F);
+        int rc = run_prompt(c, J, k, 0, mode, p, ref, record, got, F);
         if (rc < 0)
             return -1;
         differ |= rc;
@@ -289,6 +296,16 @@ static uint64_t lcg(uint64_t *s)
 {
     *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
     return *s >> 33;
+}
+
+// Fisher-Yates over v[0..n).
+static void shuffle(int *v, int n, uint64_t *rng)
+{
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(lcg(rng) % (uint64_t)(i + 1)), t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
 }
 
 int main(int argc, char **argv)
@@ -433,20 +450,33 @@ int main(int argc, char **argv)
 
     // Jobs of one repetition: (drafter, mode) pairs, off once per drafter
     // set (twice with several drafters, at most 2 * MAX_P + 2 jobs).
+    // With several drafters and an off mode the jobs run in blocks, one
+    // per drafter: its always and adaptive jobs and an off job of their
+    // own, in a shuffled order, the blocks in a shuffled order too; each
+    // job is then paired with the off and always jobs of its block, run
+    // within ~3 jobs of it. Before 2026-12-07 the 14 jobs of a repetition
+    // (two off) ran in one shuffled order and were paired across it: under
+    // the 3 GiB cap, where a job's speed follows the disk's (1.4-1.9 GB/s,
+    // drifting within a minute), dormant adaptive jobs, which do exactly
+    // what off does, came out 5-25% off their repetition's off jobs.
     typedef struct job {
-        int pi, mi;
+        int pi, mi; // drafter (0 for off: its figures do not depend on it), mode
+        int blk;    // block (blocked: the drafter, for off the block it serves)
     } job;
     job jobs[3 * MAX_P + 2];
     int n_jobs = 0, n_off_jobs = 0;
+    bool blocked = false;
+    for (int mi = 0; mi < n_modes; mi++)
+        blocked |= modes[mi] == PETREL_SPEC_OFF && n_p > 1;
     for (int mi = 0; mi < n_modes; mi++) {
         if (modes[mi] == PETREL_SPEC_OFF) {
-            n_off_jobs = n_p > 1 ? 2 : 1;
+            n_off_jobs = blocked ? n_p : 1;
             for (int r = 0; r < n_off_jobs; r++)
-                jobs[n_jobs++] = (job){0, mi};
+                jobs[n_jobs++] = (job){0, mi, r};
             continue;
         }
         for (int pi = 0; pi < n_p; pi++)
-            jobs[n_jobs++] = (job){pi, mi};
+            jobs[n_jobs++] = (job){pi, mi, pi};
     }
     // figures per (drafter, mode, sample): sample = rep, or rep * n_off_jobs + j for off
     const int max_samples = 2 * MAX_REPS;
@@ -468,17 +498,25 @@ int main(int argc, char **argv)
             }
         }
         for (int k = 0; k < n_prompts; k++) {
-            int order[3 * MAX_P + 2];
-            for (int i = 0; i < n_jobs; i++)
-                order[i] = i;
-            for (int i = n_jobs - 1; i > 0; i--) { // Fisher-Yates
-                int j = (int)(lcg(&rng) % (uint64_t)(i + 1)), t = order[i];
-                order[i] = order[j];
-                order[j] = t;
+            // the run order: blocks shuffled, jobs shuffled within each
+            // (unblocked: one block of every job)
+            int order[3 * MAX_P + 2], n_order = 0;
+            int border[MAX_P];
+            const int n_blk = blocked ? n_p : 1;
+            for (int b = 0; b < n_blk; b++)
+                border[b] = b;
+            shuffle(border, n_blk, &rng);
+            for (int bi = 0; bi < n_blk; bi++) {
+                const int first = n_order;
+                for (int ji = 0; ji < n_jobs; ji++)
+                    if (!blocked || jobs[ji].blk == border[bi])
+                        order[n_order++] = ji;
+                shuffle(order + first, n_order - first, &rng);
             }
+            assert(n_order == n_jobs);
             for (int oi = 0; oi < n_jobs; oi++) {
                 const int ji = order[oi], pi = jobs[ji].pi, mi = jobs[ji].mi;
-                int rc = run_prompt(fresh ? jc[ji] : c, &J, k, modes[mi], modes[mi] == PETREL_SPEC_OFF ? -1 : ps[pi],
+                int rc = run_prompt(fresh ? jc[ji] : c, &J, k, rep, modes[mi], modes[mi] == PETREL_SPEC_OFF ? -1 : ps[pi],
                                     ref, false, got, F[ji]);
                 if (rc < 0)
                     return 1;
@@ -526,7 +564,7 @@ int main(int argc, char **argv)
             }
             double upt = median(v[3], ns);
             // Paired figures: per repetition, this job's tok/s over the
-            // same repetition's off (its off jobs pooled) and always jobs,
+            // same repetition's off (blocked: its block's) and always jobs,
             // the median over repetitions: load that drifts between
             // repetitions cancels (each repetition's jobs ran within
             // seconds of each other, interleaved).
@@ -540,6 +578,8 @@ int main(int argc, char **argv)
                     for (int oi = 0; oi < n_modes; oi++)
                         if (modes[oi] == PETREL_SPEC_OFF)
                             for (int j = 0; j < n_off_jobs; j++) {
+                                if (blocked && j != pi)
+                                    continue; // the off job of this job's block
                                 const figures *O = &fig[oi * max_samples + r * n_off_jobs + j];
                                 ot += O->toks, os += O->secs, oc += O->cpu_secs;
                             }

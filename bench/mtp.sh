@@ -3,10 +3,11 @@
 # every figure from bench/bench_mtp.c, which first makes a reference run
 # without speculation (not counted; it warms the caches), then REPS
 # repetitions of one job per mode (off / always / adaptive; with several
-# drafters one always and one adaptive job per drafter and two off jobs),
-# interleaved prompt by prompt (every job generates prompt 1, in an order
-# shuffled afresh, then prompt 2, ...) so that drift of the load or the
-# cache falls on all modes alike, and checks that every job gives the
+# drafters a block per drafter: one off, one always and one adaptive job,
+# each paired with its block's), interleaved prompt by prompt (every job
+# generates prompt 1, in an order shuffled afresh, then prompt 2, ...) so
+# that drift of the load or the cache (bench16 under the cap: the disk's)
+# falls on all modes alike, and checks that every job gives the
 # reference's tokens. Figures are medians over the repetitions (off: over
 # all its jobs); lo / hi the lowest and highest job, spread = (hi - lo) /
 # median. Every tok/s is also given per second of the process's CPU time
@@ -67,7 +68,7 @@
 #
 # Environment: BUILD (build dir, default build-mtp), WORK (/work/bench-models),
 # MODEL16 (bench16 file), NGEN (96), PROMPTS (8), PROMPT_LEN (64), REPS (7),
-# NGEN16 (32), PROMPT16 (16), REPS16 (3), PS ("0,0.25,0.5,0.75,0.9,1"),
+# NGEN16 (32), PROMPT16 (16), REPS16 (5; capped, ~7 s a job), REPS16_RES (7; resident, ~2 s a job), PS ("0,0.25,0.5,0.75,0.9,1"),
 # CAP_GIB (3), CAP_EXTRA_MIB (256), THREADS (2), SKIP_TRAINED=1,
 # SKIP_BENCH16=1, SKIP_RESIDENT16=1, RESIDENT_PRELOAD=1, OMP_WAIT_POLICY (default: unset,
 # the OpenMP runtime's own).
@@ -87,7 +88,8 @@ PROMPT_LEN=${PROMPT_LEN:-64}
 REPS=${REPS:-7}
 NGEN16=${NGEN16:-32}
 PROMPT16=${PROMPT16:-16}
-REPS16=${REPS16:-3}
+REPS16=${REPS16:-5}
+REPS16_RES=${REPS16_RES:-7}
 PS=${PS:-0,0.25,0.5,0.75,0.9,1}
 CAP_GIB=${CAP_GIB:-3}
 CAP_EXTRA_MIB=${CAP_EXTRA_MIB:-256}
@@ -309,7 +311,7 @@ if [ "${SKIP_BENCH16:-0}" != 1 ] && [ -f "$MODEL16" ]; then
     LIMIT=$(( (CAP_GIB << 30) + (CAP_EXTRA_MIB << 20) ))
     common16=(-m "$MODEL16" --p "$PS" --prompt-len "$PROMPT16" -n "$NGEN16" --reps "$REPS16" -t "$THREADS"
               --no-usage)
-    echo "bench16: $MODEL16, p in $PS, $NGEN16 tokens after $PROMPT16, $REPS16 repetition(s);" \
+    echo "bench16: $MODEL16, p in $PS, $NGEN16 tokens after $PROMPT16, $REPS16 repetition(s) capped, $REPS16_RES resident;" \
          "load average $(cut -d' ' -f1-3 /proc/loadavg)"
     log=$OUT/b16-capped
     oom=$(run_capped "$LIMIT" "$log" "$BUILD/bench_mtp" "${common16[@]}" --ram "${CAP_GIB}G")
@@ -323,7 +325,7 @@ if [ "${SKIP_BENCH16:-0}" != 1 ] && [ -f "$MODEL16" ]; then
     if [ "${SKIP_RESIDENT16:-0}" != 1 ]; then
         log=$OUT/b16-resident
         if [ "${RESIDENT_PRELOAD:-0}" = 1 ]; then res=(--preload --ram 15G); else res=(); fi
-        if "$BUILD/bench_mtp" "${common16[@]}" ${res[@]+"${res[@]}"} >"$log.out" 2>"$log.err"; then
+        if "$BUILD/bench_mtp" "${common16[@]}" --reps "$REPS16_RES" ${res[@]+"${res[@]}"} >"$log.out" 2>"$log.err"; then
             for p in ${PS//,/ }; do setting_line bench16 resident "$(printf 'p%.2f' "$p")" "$log" cpu; done
             R[breakeven_p_resident]=$(breakeven "$log")
         else

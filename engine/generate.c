@@ -221,6 +221,8 @@ int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt,
     pt_spec_policy_wall(&pol);
     for (;;) {
         int kind = pt_spec_next(&pol);
+        if (pol.dormant) // a live re-check that confirmed: no more MTP upkeep (its queued rows are dropped)
+            use_mtp = false;
         const bool room = (uint32_t)(c->n_past + 2) <= c->n_ctx;
         if (kind == PT_STEP_VERIFY && (!room || res->n_generated + 1 >= gp->n_predict))
             kind = PT_STEP_PLAIN; // no room for the draft, or only one token still wanted

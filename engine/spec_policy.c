@@ -433,6 +433,17 @@ int pt_spec_next(pt_spec_policy *p)
     if (k->t_verify.n == 0)
         return PT_STEP_VERIFY; // time a verification (at worst one step's loss, once per context)
     decide(p);
+    // A live re-check (the call after dormant ones) has done its job once
+    // a verification of this call is timed, agrees with the estimate (a
+    // surprise calls for a second sample PT_SPEC_EXPLORE_MIN steps later,
+    // which may replace the window: the load changed) and the costs still
+    // say that nothing can pay: the rest of the call is dormant, so that it
+    // does not keep the MTP cache filled for drafts that will not be made.
+    const pt_spec_win *tw = &p->k->t_verify;
+    if (p->k->recheck && p->n_verify > 0 && tw->shift == 0 && !tw->stale && !tw->prior && hopeless(p)) {
+        p->dormant = true;
+        return PT_STEP_PLAIN;
+    }
     if (p->on) {
         if (p->since_plain >= explore_gap_k(p)) {
             p->n_explore++;

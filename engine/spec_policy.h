@@ -100,7 +100,13 @@
 // verifications cheaper); each live re-check that leaves speculation
 // hopeless doubles the number of dormant calls before the next (up to
 // PT_SPEC_DORMANT_MAX), one that does not resets it; the plain-step
-// estimate stays current meanwhile.
+// estimate stays current meanwhile. A re-check is dormant itself from the
+// step after its verification is timed, if that sample agrees with the
+// estimate (within the surprise band) and the costs are still hopeless:
+// until 2026-12-07 it kept the MTP cache filled to its end, and on the
+// trained model of bench/mtp.sh (a short model: the MTP block is ~1/5 of
+// a step) its upkeep, the MTP rows of the whole prompt at its first draft
+// included, was most of what adaptive cost over off.
 // None of this can change a token: the policy only picks which kind of step
 // produces the next one (engine/generate.c).
 #ifndef PETREL_ENGINE_SPEC_POLICY_H

@@ -105,6 +105,8 @@ static double noisy(const machine *m, double t, uint64_t pos, int kind)
 // entries) gets the policy's regime at each token (true: verifying).
 // (prior: the model's step costs, or NULL; first: the first step's kind,
 // or NULL.)
+static bool g_ended_dormant; // the last simulated call ended dormant (a live re-check can turn dormant)
+
 static double simulate_call_p(int mode, const machine *m, int n, uint64_t base, pt_spec_costs *costs, int *verifs,
                               bool *on_at, bool *dormant, pt_spec_prior *prior, int *first)
 {
@@ -116,7 +118,11 @@ static double simulate_call_p(int mode, const machine *m, int n, uint64_t base, 
     int got = 0;
     while (got < n) {
         const uint64_t pos = base + (uint64_t)got;
+        const bool was_dormant = pol.dormant;
         int kind = pt_spec_next(&pol);
+        // dormant (from the start, or since a re-check confirmed): plain steps, no draft
+        cr_expect(!pol.dormant || kind == PT_STEP_PLAIN, "a dormant call asked for a step of kind %d", kind);
+        cr_expect(!was_dormant || pol.dormant, "a dormant call turned live");
         if (first && got == 0)
             *first = kind;
         if (kind == PT_STEP_VERIFY && got + 1 >= n)
@@ -147,6 +153,7 @@ static double simulate_call_p(int mode, const machine *m, int n, uint64_t base, 
         }
     }
     pt_spec_policy_done(&pol);
+    g_ended_dormant = pol.dormant;
     return t;
 }
 
@@ -342,7 +349,8 @@ Test(spec_policy, hopeless_costs_next_to_nothing)
 // are dormant (no verification, no probe: engine/generate.c then keeps no
 // MTP cache), but for live re-checks: the first after PT_SPEC_DORMANT_CALLS
 // dormant calls, then after twice as many each time (each confirms), up to
-// PT_SPEC_DORMANT_MAX; where
+// PT_SPEC_DORMANT_MAX, each dormant for the rest of its call once its
+// verification is timed; where
 // speculation pays, or could at a higher acceptance, none is. (Before
 // dormant calls, adaptive kept the MTP cache filled in every call: 2-5% of
 // the time on the trained model.)
@@ -363,6 +371,12 @@ Test(spec_policy, dormant_when_even_full_acceptance_cannot_pay)
         if (!dormant) {
             live++;
             live_verifs += v;
+            // A re-check turns dormant once it has timed a verification
+            // (no MTP upkeep for the rest of the call).
+            if (i > 0) {
+                cr_expect(g_ended_dormant, "call %d: a live re-check that confirmed stayed live", i);
+                cr_expect_leq(v, 1, "call %d: a live re-check verified %d times", i, v);
+            }
         } else {
             cr_expect_eq(v, 0, "call %d: dormant but verified %d times", i, v);
         }
