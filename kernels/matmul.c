@@ -272,8 +272,17 @@ static void gemm_parts(const gemm_part *p, int np, const float *X, int64_t batch
         rt = rt < 16 ? 16 : (rt + 3) & ~(int64_t)3;
         vt = 1;
     } else {
+        // Up to 64 vectors in one tile: each row tile's weights are then
+        // unpacked once (kern_avx512_qgemm's pair / row preparation is per
+        // tile call) and only the last nvec % 4 vectors go to the small
+        // tile. A prefill expert group of 33-64 rows was split 32 + 1-32
+        // before (engine/moe.c: 32 rows per expert on average at pp512 on
+        // bench16), the second part often under the big tile's minimum.
+        // Larger batches (the trunk's prefill products) keep tiles of 32:
+        // their vectors' layout, 32 x 28 KB at 7168 columns, already fills
+        // most of an L2.
         rt = 16;
-        vt = batch < 32 ? batch : 32;
+        vt = batch <= 64 ? batch : 32;
     }
     int64_t nrt[2] = {0, 0}; // row tiles of each part (at most two parts)
     assert(np <= 2);
