@@ -67,7 +67,7 @@
 # loss well inside the spread is noise). Missing models give "na".
 #
 # Environment: BUILD (build dir, default build-mtp), WORK (/work/bench-models),
-# MODEL16 (bench16 file), NGEN (96), PROMPTS (8), PROMPT_LEN (64), REPS (7),
+# MODEL16 (bench16 file), NGEN (96), PROMPTS (8), PROMPT_LEN (64), REPS (21; the trained model: ~1 min in all),
 # NGEN16 (32), PROMPT16 (16), REPS16 (5; capped, ~7 s a job), REPS16_RES (7; resident, ~2 s a job), PS ("0,0.25,0.5,0.75,0.9,1"),
 # CAP_GIB (3), CAP_EXTRA_MIB (256), THREADS (2), SKIP_TRAINED=1,
 # SKIP_BENCH16=1, SKIP_RESIDENT16=1, RESIDENT_PRELOAD=1, OMP_WAIT_POLICY (default: unset,
@@ -85,7 +85,7 @@ MODEL16=${MODEL16:-$WORK/bench16.gguf}
 NGEN=${NGEN:-96}
 PROMPTS=${PROMPTS:-8}
 PROMPT_LEN=${PROMPT_LEN:-64}
-REPS=${REPS:-7}
+REPS=${REPS:-21}
 NGEN16=${NGEN16:-32}
 PROMPT16=${PROMPT16:-16}
 REPS16=${REPS16:-5}
