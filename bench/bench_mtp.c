@@ -26,8 +26,9 @@
 // generates it, in an order shuffled afresh for each (repetition, prompt)
 // (a fixed seed; blocks in a shuffled order, jobs shuffled within their
 // block), so that drift of the machine's load or of the cache state falls
-// on every mode alike, within seconds rather than a job's length. Without --fresh all jobs share one context, and so
-// one expert cache and the adaptive policy's remembered step costs
+// on every mode alike, within seconds rather than a job's length. Without
+// --fresh all jobs share one context, and so one expert cache and the
+// adaptive policy's remembered step costs
 // (engine/spec_policy.h), as a long-lived server would; with --fresh every
 // job gets a new context at the start of each repetition, which then
 // serves it for all the prompts: a cold expert cache and a policy that
@@ -193,9 +194,9 @@ static double median(double *v, int n)
 }
 
 // One prompt (index k) generated in one mode with one drafter (repetition
-// rep's pattern of right drafts) on context
-// c, its decode-phase figures added to *F (NULL: not counted). ref holds
-// the reference tokens (n_gen per prompt); record: this run writes them.
+// rep's pattern of right drafts) on context c, its decode-phase figures
+// added to *F (NULL: not counted). ref holds the reference tokens (n_gen
+// per prompt); record: this run writes them.
 // Returns 0, 1 if the tokens differ from ref, -1 on an error (said).
 typedef struct job_cfg {
     const petrel_token *all;
@@ -448,9 +449,8 @@ int main(int argc, char **argv)
     if (run_job(c, &J, PETREL_SPEC_OFF, -1, ref, true, got, NULL) < 0)
         return 1;
 
-    // Jobs of one repetition: (drafter, mode) pairs, off once per drafter
-    // set (twice with several drafters, at most 2 * MAX_P + 2 jobs).
-    // With several drafters and an off mode the jobs run in blocks, one
+    // Jobs of one repetition: (drafter, mode) pairs, off once (once per
+    // drafter with blocks: at most 3 * MAX_P jobs). With several drafters and an off mode the jobs run in blocks, one
     // per drafter: its always and adaptive jobs and an off job of their
     // own, in a shuffled order, the blocks in a shuffled order too; each
     // job is then paired with the off and always jobs of its block, run
@@ -479,7 +479,7 @@ int main(int argc, char **argv)
             jobs[n_jobs++] = (job){pi, mi, pi};
     }
     // figures per (drafter, mode, sample): sample = rep, or rep * n_off_jobs + j for off
-    const int max_samples = 2 * MAX_REPS;
+    const int max_samples = MAX_P * MAX_REPS;
     figures *fig = calloc((size_t)n_p * 3 * (size_t)max_samples, sizeof *fig);
     int *n_samples = calloc((size_t)n_p * 3, sizeof *n_samples);
     int identical = 1;
@@ -536,7 +536,7 @@ int main(int argc, char **argv)
             // off was measured for drafter 0 only: it does not depend on the drafter
             const int slot = (modes[mi] == PETREL_SPEC_OFF ? 0 : pi) * 3 + mi;
             const int ns = n_samples[slot];
-            double v[9][2 * MAX_REPS];
+            double v[9][MAX_P * MAX_REPS];
             for (int r = 0; r < ns; r++) {
                 const figures *F = &fig[slot * max_samples + r];
                 v[0][r] = F->secs > 0 ? F->toks / F->secs : 0;
@@ -575,11 +575,10 @@ int main(int argc, char **argv)
                 for (int r = 0; r < ns && r < reps; r++) {
                     const figures *F = &fig[slot * max_samples + r];
                     double ot = 0, os = 0, oc = 0;
+                    const int j0 = blocked ? pi : 0, j1 = blocked ? pi + 1 : n_off_jobs; // (blocked: its block's)
                     for (int oi = 0; oi < n_modes; oi++)
                         if (modes[oi] == PETREL_SPEC_OFF)
-                            for (int j = 0; j < n_off_jobs; j++) {
-                                if (blocked && j != pi)
-                                    continue; // the off job of this job's block
+                            for (int j = j0; j < j1; j++) {
                                 const figures *O = &fig[oi * max_samples + r * n_off_jobs + j];
                                 ot += O->toks, os += O->secs, oc += O->cpu_secs;
                             }

@@ -255,3 +255,12 @@ void pt_progress_end(pt_progress *p, const char *detail)
     fprintf(stderr, "%s: done, %.1f MB in %.1fs (%.1f MB/s) %s\n", p->label, (double)p->done / 1e6, el,
             el > 0 ? (double)p->done / el / 1e6 : 0, detail ? detail : "");
 }
+
+bool pt_env_off(const char *name, int *cache)
+{
+    if (*cache < 0) {
+        const char *e = getenv(name);
+        *cache = e && !strcmp(e, "off");
+    }
+    return *cache;
+}

@@ -25,6 +25,10 @@ uint64_t pt_rss_bytes(void);         // current resident set size
 uint64_t pt_peak_rss_bytes(void);    // peak resident set size (VmHWM)
 uint64_t pt_mem_available(void);     // MemAvailable from /proc/meminfo
 
+// Whether environment variable `name` is "off" (an engine toggle for A/B
+// and tests), read once into *cache (-1 before the first read).
+bool pt_env_off(const char *name, int *cache);
+
 // Parses sizes like "3G", "512M", "1.5GiB", "4096" into bytes; -1 on error.
 int64_t pt_parse_size(const char *s);
 

@@ -72,12 +72,8 @@ static bool dsa_select(petrel_context *c, int il, int B)
 // pair with PETREL_ATTN_BATCH=off (the same bits; for comparisons).
 static bool attn_batched(void)
 {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("PETREL_ATTN_BATCH");
-        on = !(e && !strcmp(e, "off"));
-    }
-    return on;
+    static int off = -1;
+    return !pt_env_off("PETREL_ATTN_BATCH", &off);
 }
 
 // MLA attention: s->xn (B, n_embd) -> s->tmp (B, n_embd). Writes this

@@ -38,21 +38,11 @@ void pt_ffn(petrel_context *c, const pt_mat *gate, const pt_mat *up, const pt_ma
     ffn_with(gate, up, down, X, B, Y, c->s.ff_a, c->s.ff_b);
 }
 
-// Whether environment variable `name` is "off" (read once, into *cache).
-static bool env_off(const char *name, int *cache)
-{
-    if (*cache < 0) {
-        const char *e = getenv(name);
-        *cache = e && !strcmp(e, "off");
-    }
-    return *cache;
-}
-
 // PETREL_MOE_TEAM=off: small batches take the per-group path (comparisons).
 static bool pt_moe_team_off(void)
 {
     static int off = -1;
-    return env_off("PETREL_MOE_TEAM", &off);
+    return pt_env_off("PETREL_MOE_TEAM", &off);
 }
 
 // PETREL_PP_SIDE=off: batches larger than PT_PAR_EXPERT_B compute every
@@ -60,7 +50,7 @@ static bool pt_moe_team_off(void)
 static bool pt_pp_side_off(void)
 {
     static int off = -1;
-    return env_off("PETREL_PP_SIDE", &off);
+    return pt_env_off("PETREL_PP_SIDE", &off);
 }
 
 static inline void pt_cpu_relax(void)
