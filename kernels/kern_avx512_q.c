@@ -17,6 +17,7 @@
 //   (rounded once, as ggml's), broadcast over the block's eight lanes.
 // Activation layout: natural (block b at b * 32), for both types.
 #include "kernels/kern_internal.h"
+#include "kernels/cpu.h"
 #include "kernels/qtypes.h"
 
 #if defined(__x86_64__)
@@ -244,7 +245,7 @@ static TGTI void kq(bool q8, int R, int V, const uint8_t *w, size_t rb, const in
 //   first blocks (all at the group's start measured slower from DRAM), no
 //   branch per block.
 #ifndef KG_R
-#define KG_R 8 // rows per GEMV pass (16 and 12 measured no faster on Zen 4)
+#define KG_R 8 // rows per GEMV pass on AMD (16 and 12 measured no faster on Zen 4); Intel: kg_rows()
 #endif
 // GEMV's Q8_0 prefetch hint: T1 as Q4_0's. On Zen 4 (1 thread, streaming
 // 512 MiB, A/B in one binary) T0 left Q8_0 at 0.40-0.59 of the read, T1
@@ -350,8 +351,38 @@ static TGTI void kg(bool q8, int R, const uint8_t *w, size_t rb, const int8_t *x
         y[r] = hsum8(q8 ? acc[r] : _mm256_mul_ps(acc[r], unscale));
 }
 
+// Rows per GEMV pass: KG_R (8), or 4 on Intel. There each row is its own
+// stream of misses (the rows of a pass advance side by side), and fewer
+// streams keep more of each one's lines in flight: on the Xeon with AMX of
+// 2026-12-07 (DRAM, A/B in one binary, two rounds) 4 rows read 0.75-0.76
+// (Q4_0) and 0.79-0.82 (Q8_0) of the 2-thread read against 8 rows'
+// 0.72-0.73 and 0.77-0.78; 2 rows 0.64-0.67 / 0.76-0.79, 1 row 0.72 /
+// 0.83-0.84 (Q4_0 then pays the activation loads of every block). On Zen
+// 4 8 rows were measured the fastest. Every row's sum is the same whatever
+// the pass, so the bits do not depend on it. PETREL_KG4=0 / 1 forces.
+static int g_kg_rows = -1;
+static int kg_rows(void)
+{
+    int v = __atomic_load_n(&g_kg_rows, __ATOMIC_RELAXED);
+    if (v < 0) {
+        int s = pt_env_switch("PETREL_KG4");
+        if (s < 0)
+            s = pt_cpu_vendor_id() == PT_CPU_INTEL;
+        v = s ? 4 : 8;
+        __atomic_store_n(&g_kg_rows, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+int pt_qtile_set_kg4(int on)
+{
+    const int prev = kg_rows() == 4;
+    __atomic_store_n(&g_kg_rows, on < 0 ? -1 : on ? 4 : 8, __ATOMIC_RELAXED);
+    return prev;
+}
+
 // One type's tile: vectors in fours (GEMM: rows in fours, then one at a
-// time), the remaining vectors one at a time (kg(): rows in KG_R, 8, 4, 1).
+// time), the remaining vectors one at a time (kg(): rows in kg_rows(), 4, 1).
 static TGTI void qtile_t(bool q8, const uint8_t *w, size_t rb, int64_t nrows, const pt_q8act *x, int64_t v0,
                          int64_t nvec, float *y, int64_t ldy)
 {
@@ -375,8 +406,9 @@ static TGTI void qtile_t(bool q8, const uint8_t *w, size_t rb, int64_t nrows, co
         const float *d = x->d + (v0 + v) * nb;
         float *yv = y + v * ldy;
         int64_t r = 0;
-        for (; r + KG_R <= nrows; r += KG_R)
-            kg(q8, KG_R, w + r * rb, rb, q, d, nb, yv + r);
+        if (kg_rows() == 8)
+            for (; r + KG_R <= nrows; r += KG_R)
+                kg(q8, KG_R, w + r * rb, rb, q, d, nb, yv + r);
 #if KG_R > 8
         for (; r + 8 <= nrows; r += 8)
             kg(q8, 8, w + r * rb, rb, q, d, nb, yv + r);

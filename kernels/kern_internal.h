@@ -114,6 +114,10 @@ void pt_qgemm_tile_act(pt_dtype t, pt_q8act *x, int64_t batch, void *buf);
 // or back to the CPU's default (-1); returns the previous setting (0 / 1).
 // For tests and A/B; not while products run.
 int pt_qgemm_set_kz(int on);
+// Forces pt_qtile_avx512's GEMV passes of 4 rows (1; Intel's default) or 8
+// (0; the others'), or back to the CPU's default (-1); returns the previous
+// setting (0 / 1). For tests and A/B; not while products run.
+int pt_qtile_set_kg4(int on);
 // pt_quantize_row for Q8_0 / Q4_0 / BF16 / F16 (bit-identical to quant.c's
 // scalar code); false for other types.
 bool pt_quantize_row_avx2(pt_dtype t, const float *x, void *dst, int64_t n);

@@ -117,7 +117,8 @@ static float contract_row(bool q8, const uint8_t *w, const int8_t *xq, const flo
 }
 
 // pt_qtile_avx512's GEMV kernel (one vector: rows in passes of 8, then 4,
-// then 1; 8-block groups and a shorter last group) and its GEMM tiles (4
+// then 1, or of 4 then 1 as on Intel: both forced in turn; 8-block groups
+// and a shorter last group) and its GEMM tiles (4
 // vectors) equal the contract bit for bit: row counts around the pass
 // sizes, block counts around the group size, random fp16 scales of both
 // signs, activation quants from the full range (-127..127, extremes forced).
@@ -154,17 +155,20 @@ Test(kern_avx512, q4_0_q8_0_products_equal_contract)
                     memcpy(w + b * bs, &h, 2);
                 }
                 float *y = malloc(sizeof(float) * (size_t)(nr * nvmax));
+                for (int kg4 = 0; kg4 < 2; kg4++)
                 for (int nv = 1; nv <= nvmax; nv += nvmax - 1) {
                     memset(y, 0xFF, sizeof(float) * (size_t)(nr * nvmax));
+                    const int kg4_prev = pt_qtile_set_kg4(kg4);
                     pt_qtile_avx512(q8 ? PT_Q8_0 : PT_Q4_0, w, rb, nr, &act, 0, nv, y, nr);
+                    pt_qtile_set_kg4(kg4_prev);
                     for (int v = 0; v < nv; v++)
                         for (int64_t r = 0; r < nr; r++) {
                             const float want = contract_row(q8, w + r * rb, xq + v * nb * 32, xd + v * nb, nb);
                             uint32_t a, b;
                             memcpy(&a, &y[v * nr + r], 4);
                             memcpy(&b, &want, 4);
-                            cr_assert_eq(a, b, "%s nb %ld rows %ld nvec %d: vector %d row %ld: %a != %a",
-                                         q8 ? "q8_0" : "q4_0", (long)nb, (long)nr, nv, v, (long)r,
+                            cr_assert_eq(a, b, "%s kg4 %d nb %ld rows %ld nvec %d: vector %d row %ld: %a != %a",
+                                         q8 ? "q8_0" : "q4_0", kg4, (long)nb, (long)nr, nv, v, (long)r,
                                          (double)y[v * nr + r], (double)want);
                         }
                 }
