@@ -21,6 +21,31 @@ cap_init() {
     fi
 }
 
+# disk_throttle_init PATH BPS: from now on run_capped also caps the read
+# rate of the disk holding PATH at BPS bytes per second (cgroup-v1 blkio
+# throttle, O_DIRECT and io_uring reads included; BPS empty or 0: no cap).
+# For comparisons within one engine whose runs would otherwise follow the
+# disk's drift (this VM's disk reads 1.4-2.4 GB/s, drifting within
+# seconds): a rate below the disk's slowest makes the disk the same for
+# every run. Sets CAP_BLK_PARENT and CAP_BLK_RULE ("MAJ:MIN BPS"), or says
+# why not and leaves them empty.
+disk_throttle_init() {
+    local path=$1 bps=${2:-} src disk blkcg
+    CAP_BLK_PARENT="" CAP_BLK_RULE=""
+    [ -n "$bps" ] && [ "$bps" != 0 ] || return 0
+    src=$(df --output=source "$path" | tail -1)
+    disk=$(lsblk -no PKNAME "$src" 2>/dev/null | head -1)
+    [ -n "$disk" ] || disk=$(basename "$src")
+    blkcg=$(awk -F: '$2=="blkio"{print $3}' /proc/self/cgroup 2>/dev/null || true)
+    if [ -z "$blkcg" ] || [ ! -w "/sys/fs/cgroup/blkio${blkcg%/}/cgroup.procs" ] || [ ! -b "/dev/$disk" ]; then
+        echo "$CAP_NAME: no writable cgroup-v1 blkio controller or no disk for $path: reads are NOT throttled" >&2
+        return 0
+    fi
+    CAP_BLK_PARENT=/sys/fs/cgroup/blkio${blkcg%/}
+    CAP_BLK_RULE="$(lsblk -dno MAJ:MIN "/dev/$disk" | tr -d ' ') $bps"
+    echo "$CAP_NAME: reads of /dev/$disk throttled to $bps bytes/s (blkio $CAP_BLK_RULE)" >&2
+}
+
 # drop_caches: sync and drop the page cache, so that the next run is cold.
 drop_caches() {
     sync
@@ -30,17 +55,24 @@ drop_caches() {
 }
 
 # run_capped LIMIT_BYTES LOG CMD...: runs CMD in a fresh child cgroup with
-# memory.limit_in_bytes = LIMIT (LIMIT 0: no cap); stdout to LOG.out,
+# memory.limit_in_bytes = LIMIT (LIMIT 0: no cap), and in a fresh blkio
+# child with the read-rate cap when disk_throttle_init set one; stdout to LOG.out,
 # stderr to LOG.err, the exit status to LOG.rc; prints the OOM-kill count
 # of the cgroup (0 when uncapped). The cgroup starts empty, so page cache
 # charged to earlier runs is not counted against this one (but can still
 # be hit: drop_caches first for a cold run).
 run_capped() {
-    local limit=$1 log=$2 rc=0
+    local limit=$1 log=$2 rc=0 blk=""
     shift 2
+    if [ -n "${CAP_BLK_RULE:-}" ]; then # the read-rate cap of disk_throttle_init
+        blk=$CAP_BLK_PARENT/$CAP_NAME-blk-$$-$RANDOM
+        mkdir "$blk"
+        echo "$CAP_BLK_RULE" >"$blk/blkio.throttle.read_bps_device"
+    fi
     if [ -z "$CAP_PARENT" ] || [ "$limit" = 0 ]; then
-        "$@" >"$log.out" 2>"$log.err" || rc=$?
+        (if [ -n "$blk" ]; then echo "$BASHPID" >"$blk/cgroup.procs"; fi && exec "$@") >"$log.out" 2>"$log.err" || rc=$?
         echo "$rc" >"$log.rc"
+        [ -z "$blk" ] || rmdir "$blk" 2>/dev/null || true
         echo 0
         return
     fi
@@ -52,8 +84,10 @@ run_capped() {
         sample_io "$cg" "$log" &
         sampler=$!
     fi
-    (echo "$BASHPID" >"$cg/cgroup.procs" && exec "$@") >"$log.out" 2>"$log.err" || rc=$?
+    (echo "$BASHPID" >"$cg/cgroup.procs" && if [ -n "$blk" ]; then echo "$BASHPID" >"$blk/cgroup.procs"; fi &&
+        exec "$@") >"$log.out" 2>"$log.err" || rc=$?
     echo "$rc" >"$log.rc"
+    [ -z "$blk" ] || rmdir "$blk" 2>/dev/null || true
     [ -z "$sampler" ] || wait "$sampler" || true
     local oom
     oom=$(awk '$1=="oom_kill"{print $2}' "$cg/memory.oom_control" 2>/dev/null || echo 0)
