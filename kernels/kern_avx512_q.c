@@ -354,10 +354,11 @@ static TGTI void kg(bool q8, int R, const uint8_t *w, size_t rb, const int8_t *x
 // Rows per GEMV pass: KG_R (8), or 4 on Intel. There each row is its own
 // stream of misses (the rows of a pass advance side by side), and fewer
 // streams keep more of each one's lines in flight: on the Xeon with AMX of
-// 2026-12-07 (DRAM, A/B in one binary, two rounds) 4 rows read 0.75-0.76
-// (Q4_0) and 0.79-0.82 (Q8_0) of the 2-thread read against 8 rows'
-// 0.72-0.73 and 0.77-0.78; 2 rows 0.64-0.67 / 0.76-0.79, 1 row 0.72 /
-// 0.83-0.84 (Q4_0 then pays the activation loads of every block). On Zen
+// 2026-12-07 (DRAM, variants compiled side by side, six rounds) 4 rows
+// read 0.72-0.77 (Q4_0) and 0.79-0.83 (Q8_0) of the 2-thread read against
+// 8 rows' 0.69-0.74 and 0.74-0.78; 2 rows 0.64-0.67 / 0.76-0.79, 1 row
+// 0.72 / 0.83-0.84 (Q4_0 then pays the activation loads of every block);
+// docs/kernels.md has the sweep. On Zen
 // 4 8 rows were measured the fastest. Every row's sum is the same whatever
 // the pass, so the bits do not depend on it. PETREL_KG4=0 / 1 forces.
 static int g_kg_rows = -1;
