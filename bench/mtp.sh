@@ -355,7 +355,7 @@ echo "RESULT trained_accept=${R[trained_accept]} trained_spec_speedup=${R[traine
      "breakeven_p_resident=${R[breakeven_p_resident]} adaptive_worst_loss=${WORST:-na}" \
      "trained_accept_t07=${R[trained_accept_t07]} trained_adaptive_min_speedup=${R[trained_adaptive_min_speedup]}" \
      "adaptive_worst_setting=$WORST_AT adaptive_worst_loss_cpu=${WORST_CPU:-na} adaptive_worst_setting_cpu=$WORST_CPU_AT" \
-     "run_spread_median=$(printf '%s' "$SPREADS" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "na" }')" \
+     "run_spread_median=$(m=$(median "$SPREADS"); echo "${m:-na}")" \
      "run_spread_max=$(printf '%s' "$SPREADS" | sort -g | tail -1 | grep . || echo na)" \
      "adaptive_worst_loss_unpaired=${WORST_UNPAIRED:-na} adaptive_worst_loss_bytes16=${WORST_BYTES:-na}" \
      "adaptive_worst_setting_bytes16=$WORST_BYTES_AT"

@@ -240,10 +240,6 @@ for round in $(seq 1 "$CAPPED_ROUNDS"); do
         done
     done
 done
-# median of the space-separated numbers in $1 (the lower middle of an even count)
-median() {
-    tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'
-}
 for t in $FILES; do
     for cache in cold warm; do
         [ -n "${PT_TOKS[$t,$cache]:-}" ] || continue

@@ -117,6 +117,12 @@ sample_io() {
     done
 }
 
+# median NUMBERS: the median of the space- or newline-separated numbers
+# (the lower middle of an even count); nothing when there are none.
+median() {
+    tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'
+}
+
 # field NAME LINE: the value of NAME=value in a space-separated LINE.
 field() {
     sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"
