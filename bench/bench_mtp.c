@@ -42,6 +42,11 @@
 //     runs=… accept=… verifs=… plain=… probes=… switches=… explore=…
 //     mb_read_per_tok=… experts_per_tok=… mb_used_per_tok=… identical=1
 //     [vs_off=… vs_off_cpu=… vs_always=… vs_always_cpu=…]
+// and with --aa (one drafter) a line mode=off_aa: an A/A control, a second
+// off job in every repetition, interleaved like the others and paired with
+// the first: its vs_off is what identical work measures as, the
+// resolution against which adaptive's vs_off (dormant: off's work) is
+// judged.
 // (lo / hi: the lowest and highest of the jobs; tok_s_cpu: tokens per
 // second of the process's CPU time, all threads (CLOCK_PROCESS_CPUTIME_ID):
 // what the work costs, where wall time also counts a loaded machine's
@@ -56,7 +61,7 @@
 //
 // usage: bench_mtp -m MODEL [--ram SIZE] [--experts-per-layer N] [--usage FILE | --no-usage]
 //                  [--preload] [--fresh] [-t T] [-n N] [--ids-file FILE] [--prompt-len L]
-//                  [--prompts K] [--reps R] [--temp T] [--seed S] [--p LIST] [--modes LIST]
+//                  [--prompts K] [--reps R] [--temp T] [--seed S] [--p LIST] [--modes LIST] [--aa]
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +76,7 @@
 #define MAX_P 16
 #define MAX_REPS 31
 #define MAX_PROMPTS 16
+#define NSLOT 4 // figure slots per drafter: the three modes and the A/A control (--aa)
 
 // Seconds of CPU time the process has used, all threads.
 static double cpu_now(void)
@@ -313,7 +319,7 @@ int main(int argc, char **argv)
 {
     petrel_model_params mp = petrel_model_default_params();
     const char *model = NULL, *ids_file = NULL, *plist = NULL, *mlist = "off,always,adaptive";
-    int n_gen = 64, do_preload = 0, fresh = 0, prompt_len = 64, n_prompts = 1, reps = 3;
+    int n_gen = 64, do_preload = 0, fresh = 0, prompt_len = 64, n_prompts = 1, reps = 3, aa = 0;
     double temp = 0;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
@@ -332,6 +338,8 @@ int main(int argc, char **argv)
             do_preload = 1;
         else if (!strcmp(a, "--fresh"))
             fresh = 1;
+        else if (!strcmp(a, "--aa"))
+            aa = 1;
         else if (!strcmp(a, "-t") && v)
             mp.n_threads = atoi(argv[++i]);
         else if (!strcmp(a, "-n") && v)
@@ -355,7 +363,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: bench_mtp -m MODEL [--ram SIZE] [--experts-per-layer N] [--usage FILE | "
                             "--no-usage] [--preload] [--fresh] [-t T] [-n N] [--ids-file FILE] [--prompt-len L] "
-                            "[--prompts K] [--reps R] [--temp T] [--seed S] [--p LIST] [--modes LIST]\n");
+                            "[--prompts K] [--reps R] [--temp T] [--seed S] [--p LIST] [--modes LIST] [--aa]\n");
             return 2;
         }
     }
@@ -394,6 +402,15 @@ int main(int argc, char **argv)
         n_modes++;
         s += k + (s[k] == ',');
     }
+    bool have_off = false;
+    for (int mi = 0; mi < n_modes; mi++)
+        have_off |= modes[mi] == PETREL_SPEC_OFF;
+    if (aa && (!have_off || n_p > 1)) {
+        fprintf(stderr, "bench_mtp: --aa needs the off mode in --modes and one drafter\n");
+        return 2;
+    }
+// The mode of slot mi: the A/A control (mi == n_modes) is an off job.
+#define MODE_OF(mi) ((mi) < n_modes ? modes[mi] : PETREL_SPEC_OFF)
 
     char err[1024];
     petrel_model *m = petrel_model_open(model, &mp, err, sizeof err);
@@ -463,7 +480,7 @@ int main(int argc, char **argv)
         int pi, mi; // drafter (0 for off: its figures do not depend on it), mode
         int blk;    // block (blocked: the drafter, for off the block it serves)
     } job;
-    job jobs[3 * MAX_P + 2];
+    job jobs[3 * MAX_P + 3];
     int n_jobs = 0, n_off_jobs = 0;
     bool blocked = false;
     for (int mi = 0; mi < n_modes; mi++)
@@ -478,18 +495,20 @@ int main(int argc, char **argv)
         for (int pi = 0; pi < n_p; pi++)
             jobs[n_jobs++] = (job){pi, mi, pi};
     }
+    if (aa) // a second off job, paired with the first like the others
+        jobs[n_jobs++] = (job){0, n_modes, 0};
     // figures per (drafter, mode, sample): sample = rep, or rep * n_off_jobs + j for off
     const int max_samples = MAX_P * MAX_REPS;
-    figures *fig = calloc((size_t)n_p * 3 * (size_t)max_samples, sizeof *fig);
-    int *n_samples = calloc((size_t)n_p * 3, sizeof *n_samples);
+    figures *fig = calloc((size_t)n_p * NSLOT * (size_t)max_samples, sizeof *fig);
+    int *n_samples = calloc((size_t)n_p * NSLOT, sizeof *n_samples);
     int identical = 1;
     uint64_t rng = 0x5eedULL;
     // With --fresh, each job's context of this repetition (the shared one otherwise).
-    petrel_context *jc[3 * MAX_P + 2] = {0};
+    petrel_context *jc[3 * MAX_P + 3] = {0};
     for (int rep = 0; rep < reps; rep++) {
-        figures *F[3 * MAX_P + 2]; // this repetition's figures of jobs[ji]
+        figures *F[3 * MAX_P + 3]; // this repetition's figures of jobs[ji]
         for (int ji = 0; ji < n_jobs; ji++) {
-            const int slot = jobs[ji].pi * 3 + jobs[ji].mi;
+            const int slot = jobs[ji].pi * NSLOT + jobs[ji].mi;
             F[ji] = &fig[slot * max_samples + n_samples[slot]++];
             if (fresh) {
                 petrel_context_free(jc[ji]);
@@ -500,7 +519,7 @@ int main(int argc, char **argv)
         for (int k = 0; k < n_prompts; k++) {
             // the run order: blocks shuffled, jobs shuffled within each
             // (unblocked: one block of every job)
-            int order[3 * MAX_P + 2], n_order = 0;
+            int order[3 * MAX_P + 3], n_order = 0;
             int border[MAX_P];
             const int n_blk = blocked ? n_p : 1;
             for (int b = 0; b < n_blk; b++)
@@ -515,9 +534,9 @@ int main(int argc, char **argv)
             }
             assert(n_order == n_jobs);
             for (int oi = 0; oi < n_jobs; oi++) {
-                const int ji = order[oi], pi = jobs[ji].pi, mi = jobs[ji].mi;
-                int rc = run_prompt(fresh ? jc[ji] : c, &J, k, rep, modes[mi], modes[mi] == PETREL_SPEC_OFF ? -1 : ps[pi],
-                                    ref, false, got, F[ji]);
+                const int ji = order[oi], pi = jobs[ji].pi, mode = MODE_OF(jobs[ji].mi);
+                int rc = run_prompt(fresh ? jc[ji] : c, &J, k, rep, mode, mode == PETREL_SPEC_OFF ? -1 : ps[pi], ref,
+                                    false, got, F[ji]);
                 if (rc < 0)
                     return 1;
                 if (rc > 0)
@@ -532,9 +551,11 @@ int main(int argc, char **argv)
         if (m->exp_src[il].n_expert > 0)
             expert_bytes = (double)pt_ecache_slot_bytes_for(&m->exp_src[il]);
     for (int pi = 0; pi < n_p; pi++)
-        for (int mi = 0; mi < n_modes; mi++) {
-            // off was measured for drafter 0 only: it does not depend on the drafter
-            const int slot = (modes[mi] == PETREL_SPEC_OFF ? 0 : pi) * 3 + mi;
+        for (int mi = 0; mi < n_modes + aa; mi++) {
+            // off (and the A/A job) was measured for drafter 0 only: it does not depend on the drafter
+            if (mi == n_modes && pi > 0)
+                continue;
+            const int slot = (MODE_OF(mi) == PETREL_SPEC_OFF ? 0 : pi) * NSLOT + mi;
             const int ns = n_samples[slot];
             double v[9][MAX_P * MAX_REPS];
             for (int r = 0; r < ns; r++) {
@@ -569,7 +590,7 @@ int main(int argc, char **argv)
             // repetitions cancels (each repetition's jobs ran within
             // seconds of each other, interleaved).
             char paired[160] = "";
-            if (modes[mi] != PETREL_SPEC_OFF) {
+            if (MODE_OF(mi) != PETREL_SPEC_OFF || mi == n_modes) {
                 double ro[MAX_REPS], ra[MAX_REPS], roc[MAX_REPS], rac[MAX_REPS];
                 int no = 0, na = 0;
                 for (int r = 0; r < ns && r < reps; r++) {
@@ -588,7 +609,7 @@ int main(int argc, char **argv)
                     }
                     for (int ai = 0; ai < n_modes; ai++)
                         if (modes[ai] == PETREL_SPEC_ALWAYS && ai != mi) {
-                            const figures *A = &fig[(pi * 3 + ai) * max_samples + r];
+                            const figures *A = &fig[(pi * NSLOT + ai) * max_samples + r];
                             if (A->secs > 0 && A->cpu_secs > 0 && F->secs > 0 && F->cpu_secs > 0) {
                                 ra[na] = (F->toks / F->secs) / (A->toks / A->secs);
                                 rac[na++] = (F->toks / F->cpu_secs) / (A->toks / A->cpu_secs);
@@ -606,7 +627,7 @@ int main(int argc, char **argv)
             printf("MTP draft=%s mode=%s tok_s=%.3f tok_s_lo=%.3f tok_s_hi=%.3f tok_s_cpu=%.3f tok_s_cpu_lo=%.3f "
                    "tok_s_cpu_hi=%.3f runs=%d accept=%.4f verifs=%.0f plain=%.0f probes=%.0f switches=%.1f "
                    "explore=%.0f mb_read_per_tok=%.3f experts_per_tok=%.2f mb_used_per_tok=%.3f identical=%d%s\n",
-                   dname, petrel_spec_mode_name(modes[mi]), median(v[0], ns), lo, hi, median(v[8], ns), clo, chi, ns,
+                   dname, mi == n_modes ? "off_aa" : petrel_spec_mode_name(modes[mi]), median(v[0], ns), lo, hi, median(v[8], ns), clo, chi, ns,
                    median(v[1], ns),
                    median(v[4], ns), median(v[5], ns), median(v[6], ns), sw / ns, median(v[7], ns),
                    median(v[2], ns), upt, upt * expert_bytes / 1e6, identical, paired);

@@ -46,6 +46,15 @@
 #     trained_accept_t07=… trained_adaptive_min_speedup=…
 #     adaptive_worst_setting=… adaptive_worst_loss_cpu=… adaptive_worst_setting_cpu=…
 #     run_spread_median=… run_spread_max=… adaptive_worst_loss_unpaired=…
+#     adaptive_worst_loss_bytes16=… adaptive_worst_setting_bytes16=…
+#     trained_aa_min_speedup=… trained_aa_band=… trained_adaptive_within_aa=…
+# trained_aa_*: the A/A control of the trained settings (bench_mtp --aa: a
+# second off job in every repetition, paired with the first as adaptive's
+# is): what identical work measures as. aa_band is the largest |1 - A/A|
+# of the three settings; adaptive_within_aa is 1 when the lowest
+# adaptive / off is no lower than 1 - aa_band, i.e. adaptive is not
+# measurably slower than off (adaptive is dormant there: off's steps but
+# for one re-check verification per 8-64 calls, ~0.1% of the time).
 # trained_accept: greedy acceptance, resident; *_speedup: tok/s against
 # off's, paired (vs_off below; the ratio of the medians when missing), resident (min: the lowest adaptive / off over the three
 # trained settings); breakeven_p: where always / off crosses 1 (linear
@@ -125,7 +134,8 @@ trap 'rm -rf "$OUT"' EXIT
 
 declare -A R
 for k in trained_accept trained_accept_t07 trained_spec_speedup trained_adaptive_speedup \
-         trained_adaptive_min_speedup breakeven_p_capped breakeven_p_resident; do
+         trained_adaptive_min_speedup trained_aa_min_speedup trained_aa_band trained_adaptive_within_aa \
+         breakeven_p_capped breakeven_p_resident; do
     R[$k]=na
 done
 WORST=""     # worst adaptive loss seen
@@ -136,6 +146,8 @@ WORST_UNPAIRED=""  # the same from each mode's median alone (the figure before 2
 WORST_CPU=""     # worst adaptive loss from CPU-time tok/s, resident settings
 WORST_CPU_AT=na
 TR_MIN=""    # lowest trained adaptive / off
+AA_MIN=""    # lowest trained A/A (a second off job / off), and the largest |1 - A/A|
+AA_BAND=""
 SPREADS=""   # spread of every mode's tok/s, one per line
 
 # mode_field LOG DRAFT MODE KEY: KEY of bench_mtp's line for (DRAFT, MODE).
@@ -264,7 +276,7 @@ if [ "${SKIP_TRAINED:-0}" != 1 ] && [ -f "$TRAINED/config.json" ]; then
                           --usage "$OUT/trained.usage" >/dev/null 2>&1 || true
                       extra=(--experts-per-layer "$e25" --usage "$OUT/trained.usage" --fresh) ;;
         esac
-        if ! "$BUILD/bench_mtp" "${common[@]}" "${extra[@]}" >"$log.out" 2>"$log.err"; then
+        if ! "$BUILD/bench_mtp" "${common[@]}" "${extra[@]}" --aa >"$log.out" 2>"$log.err"; then
             echo "RUN part=trained setting=$setting status=failed"
             tail -3 "$log.err" >&2
             continue
@@ -274,6 +286,14 @@ if [ "${SKIP_TRAINED:-0}" != 1 ] && [ -f "$TRAINED/config.json" ]; then
         [ -n "$sp" ] || sp=$(ratio "$(mode_field "$log" mtp adaptive tok_s)" "$(mode_field "$log" mtp off tok_s)")
         sp=$(awk -v s="$sp" 'BEGIN{ if (s == "na") print s; else printf "%.3f", s }')
         [ "$sp" = na ] || TR_MIN=$(awk -v m="$TR_MIN" -v s="$sp" 'BEGIN{ print (m == "" || s < m) ? s : m }')
+        # the A/A control: a second off job, paired like adaptive's
+        aa=$(mode_field "$log" mtp off_aa vs_off)
+        if [ -n "$aa" ]; then
+            AA_MIN=$(awk -v m="$AA_MIN" -v s="$aa" 'BEGIN{ printf "%.3f", (m == "" || s < m) ? s : m }')
+            AA_BAND=$(awk -v m="$AA_BAND" -v s="$aa" 'BEGIN{ d = s - 1; if (d < 0) d = -d; printf "%.3f", (m == "" || d > m) ? d : m }')
+        fi
+        echo "RUN part=trained setting=$setting aa_speedup=${aa:-na} adaptive_speedup_paired=$sp" \
+             "adaptive_verifs=$(mode_field "$log" mtp adaptive verifs) steps=$(mode_field "$log" mtp off plain)"
         if [ "$setting" = resident ]; then
             R[trained_accept]=$(mode_field "$log" mtp always accept)
             R[trained_spec_speedup]=$(mode_field "$log" mtp always vs_off)
@@ -291,6 +311,10 @@ if [ "${SKIP_TRAINED:-0}" != 1 ] && [ -f "$TRAINED/config.json" ]; then
         fi
     done
     R[trained_adaptive_min_speedup]=${TR_MIN:-na}
+    R[trained_aa_min_speedup]=${AA_MIN:-na}
+    R[trained_aa_band]=${AA_BAND:-na}
+    R[trained_adaptive_within_aa]=$(awk -v a="$TR_MIN" -v b="$AA_BAND" \
+        'BEGIN{ if (a == "" || b == "") print "na"; else print (a >= 1 - b - 1e-9) ? 1 : 0 }')
 else
     echo "mtp.sh: no trained model at $TRAINED (or SKIP_TRAINED=1): trained keys are na" >&2
 fi
@@ -358,4 +382,5 @@ echo "RESULT trained_accept=${R[trained_accept]} trained_spec_speedup=${R[traine
      "run_spread_median=$(m=$(median "$SPREADS"); echo "${m:-na}")" \
      "run_spread_max=$(printf '%s' "$SPREADS" | sort -g | tail -1 | grep . || echo na)" \
      "adaptive_worst_loss_unpaired=${WORST_UNPAIRED:-na} adaptive_worst_loss_bytes16=${WORST_BYTES:-na}" \
-     "adaptive_worst_setting_bytes16=$WORST_BYTES_AT"
+     "adaptive_worst_setting_bytes16=$WORST_BYTES_AT trained_aa_min_speedup=${R[trained_aa_min_speedup]}" \
+     "trained_aa_band=${R[trained_aa_band]} trained_adaptive_within_aa=${R[trained_adaptive_within_aa]}"

@@ -142,6 +142,8 @@ static void policy_stats(petrel_context *c, const pt_spec_policy *p)
     s->spec_from_prior = p->from_prior;
     s->spec_dormant_calls = p->k->dormant_calls;
     s->spec_dormant_gap = p->k->dormant_gap;
+    s->spec_dormant_s = p->k->dormant_secs;
+    s->spec_recheck_s = p->k->recheck_secs;
 }
 
 int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt, const petrel_gen_params *gp,
@@ -192,16 +194,20 @@ int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt,
 
     // Prefill; with speculation also queue the MTP input of every prompt
     // position whose next token is known (their KV entries are written
-    // when the queue fills or a draft is made: engine/spec_mtp.h).
+    // when the queue fills or a draft is made: engine/spec_mtp.h). The
+    // queue's time is the call's MTP upkeep (pt_spec_note_upkeep).
+    double upkeep = 0;
     for (int done = start; done < n_prompt;) {
         int k = n_prompt - done < (int)c->n_batch ? n_prompt - done : (int)c->n_batch;
         if (petrel_decode(c, prompt + done, NULL, k, PETREL_LOGITS_LAST) < 0)
             goto out;
         if (use_mtp) {
+            const double t0 = pt_now();
             int m = done + k < n_prompt ? k : k - 1;
             for (int i = 0; i < m; i++)
                 if (pt_mtp_push(c, &q, i, prompt[done + i + 1]) < 0)
                     goto out;
+            upkeep += pt_now() - t0;
         }
         done += k;
     }
@@ -211,14 +217,19 @@ int petrel_generate(petrel_context *c, const petrel_token *prompt, int n_prompt,
         rc = 0;
         goto out;
     }
-    if (use_mtp && pt_mtp_push(c, &q, c->last_n - 1, cur) < 0)
-        goto out;
+    if (use_mtp) {
+        const double t0 = pt_now();
+        if (pt_mtp_push(c, &q, c->last_n - 1, cur) < 0)
+            goto out;
+        upkeep += pt_now() - t0;
+    }
     // Each step decodes the pending token cur at position n_past, as a plain
     // step or verified together with a draft for n_past + 1; the policy
     // picks which (engine/spec_policy.h). Either way the tokens are those of
     // plain decoding. The policy times each step from one decision to the
     // next, this loop's bookkeeping included.
     pt_spec_policy_wall(&pol);
+    pt_spec_note_upkeep(&pol, upkeep);
     for (;;) {
         int kind = pt_spec_next(&pol);
         if (pol.dormant) // a live re-check that confirmed: no more MTP upkeep (its queued rows are dropped)

@@ -160,6 +160,8 @@ static void set_dormant(pt_spec_policy *p)
         k->dormant_calls = 0;
         k->dormant_gap = PT_SPEC_DORMANT_CALLS;
         k->recheck = false;
+        k->dormant_secs = 0;
+        k->recheck_secs = 0;
         return;
     }
     if (k->dormant_gap < PT_SPEC_DORMANT_CALLS)
@@ -168,7 +170,7 @@ static void set_dormant(pt_spec_policy *p)
         k->dormant_gap = 2 * k->dormant_gap > PT_SPEC_DORMANT_MAX ? PT_SPEC_DORMANT_MAX : 2 * k->dormant_gap;
     k->recheck = false;
     if (k->dormant_calls < k->dormant_gap) {
-        p->dormant = true;
+        p->dormant = p->dormant_call = true;
         k->dormant_calls++;
     } else {
         k->dormant_calls = 0;
@@ -254,7 +256,7 @@ bool pt_spec_keep_dormant(pt_spec_policy *p, int refill)
     // The live call is given up, not postponed: the count stays where
     // set_dormant left it (0), so that the next call asks again, and is
     // live once its prompt keeps less of this one (a new conversation).
-    p->dormant = true;
+    p->dormant = p->dormant_call = true;
     p->k->recheck = false; // no re-check took place
     return true;
 }
@@ -266,9 +268,25 @@ double pt_spec_acceptance(const pt_spec_policy *p)
 
 void pt_spec_policy_done(pt_spec_policy *p)
 {
+    const double now = p->wall ? pt_now() : 0;
     if (p->wall)
-        flush_step(p, pt_now());
+        flush_step(p, now);
     if (p->mode == PETREL_SPEC_ADAPTIVE) {
+        // For --stats: a dormant call's decode seconds, a re-check's cost
+        // over plain steps for its tokens.
+        const double secs = p->wall ? now - p->t_begin : p->secs;
+        pt_spec_costs *k = p->k;
+        if (p->dormant_call) {
+            k->dormant_secs += secs;
+        } else if (k->recheck) {
+            // its MTP upkeep, verifications and drafts less the plain
+            // steps they saved (the call's wall time less plain steps for
+            // all its tokens would bury ~2 ms under the estimate's error)
+            const double saved = (double)(p->n_verify + p->n_accepted) * k->t_plain.est;
+            const double extra = p->upkeep + p->spec_secs - saved;
+            k->recheck_secs = extra > 0 ? extra : 0;
+            k->dormant_secs = 0;
+        }
         p->k->acc_hit = p->acc_hit;
         p->k->acc_n = p->acc_n;
         p->k->on = p->on;
@@ -486,6 +504,7 @@ static void sample_plain(pt_spec_policy *p, double dt)
 static void sample_verify(pt_spec_policy *p, double dt)
 {
     pt_spec_costs *k = p->k;
+    p->spec_secs += dt;
     if (k->t_verify.prior)
         win_own(&k->t_verify, dt);
     else if ((p->explored && !p->on) || k->t_verify.stale)
@@ -513,8 +532,14 @@ void pt_spec_policy_wall(pt_spec_policy *p)
 {
     p->wall = true;
     p->pend = 0;
-    p->t_step = pt_now();
+    p->t_step = p->t_begin = pt_now();
     p->pend_draft = 0;
+}
+
+void pt_spec_note_upkeep(pt_spec_policy *p, double secs)
+{
+    assert(secs >= 0);
+    p->upkeep += secs;
 }
 
 void pt_spec_note_plain(pt_spec_policy *p, double dt, double bytes, double uses)
@@ -527,6 +552,7 @@ void pt_spec_note_plain(pt_spec_policy *p, double dt, double bytes, double uses)
         p->pend_dt = dt;
     } else {
         sample_plain(p, dt);
+        p->secs += dt;
     }
     p->n_plain++;
     p->since_probe++;
@@ -544,6 +570,7 @@ void pt_spec_note_verify(pt_spec_policy *p, double dt, double bytes, double uses
         p->pend_dt = dt;
     } else {
         sample_verify(p, dt);
+        p->secs += dt;
     }
     p->n_verify++;
     p->since_plain++;
@@ -555,6 +582,9 @@ void pt_spec_note_draft(pt_spec_policy *p, double dt, double bytes)
 {
     pt_spec_costs *k = p->k;
     p->pend_draft += dt;
+    p->spec_secs += dt;
+    if (!p->wall)
+        p->secs += dt;
     ewma(&k->b_draft, bytes, k->t_draft.n);
     if (k->t_draft.prior)
         win_own(&k->t_draft, dt);

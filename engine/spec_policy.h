@@ -100,7 +100,16 @@
 // verifications cheaper); each live re-check that leaves speculation
 // hopeless doubles the number of dormant calls before the next (up to
 // PT_SPEC_DORMANT_MAX), one that does not resets it; the plain-step
-// estimate stays current meanwhile. A re-check is dormant itself from the
+// estimate stays current meanwhile. What each re-check cost over plain
+// steps for its tokens (its MTP rows of the prompt, a verification and a
+// draft) and the dormant calls' decode seconds since are measured and
+// shown by --stats: on the trained model of bench/mtp.sh a re-check costs
+// ~1.6 ms, about 6 plain steps, i.e. ~0.1% of the time at gaps of 8-64
+// calls of 96 tokens (2026-12-07). A gate on that share (no re-check
+// before the dormant calls had decoded 1000 times its cost) was tried and
+// left out: it halved a cost that no measurement resolves (adaptive and
+// off jobs doing identical work differ by up to 1% in bench/mtp.sh) and
+// made test_spec_policy's recovery after a load change 5x slower. A re-check is dormant itself from the
 // step after its verification is timed, if that sample agrees with the
 // estimate (within the surprise band) and the costs are still hopeless:
 // until 2026-12-07 it kept the MTP cache filled to its end, and on the
@@ -176,6 +185,8 @@ typedef struct pt_spec_costs {
     int dormant_calls;                      // dormant calls in a row just before (since the last live one)
     int dormant_gap;                        // dormant calls before the next live re-check (0 = PT_SPEC_DORMANT_CALLS)
     bool recheck;                           // the last call was a live re-check after dormant ones
+    double dormant_secs;                    // decode seconds of the dormant calls since the last live one
+    double recheck_secs;                    // the last re-check's cost over plain steps for its tokens (0 = none yet)
 } pt_spec_costs;
 
 // The step costs of one loaded model that a context which has measured
@@ -194,6 +205,7 @@ typedef struct pt_spec_policy {
     int mode;                  // PETREL_SPEC_ADAPTIVE / _ALWAYS / _OFF
     bool on;                   // current regime (adaptive): verifying drafts
     bool dormant;              // (adaptive) this call takes plain steps only and needs no drafts
+    bool dormant_call;         // (adaptive) ... and was from its start (set_dormant, pt_spec_keep_dormant)
     pt_spec_costs *k;          // the step costs (the context's, or own)
     pt_spec_prior *prior;      // (adaptive, or NULL) the model's, published to at the end
     bool from_prior;           // this call's costs started from the prior (a fresh context)
@@ -214,6 +226,10 @@ typedef struct pt_spec_policy {
     double pend_dt;            // its decode seconds as noted
     double pend_draft;         // draft seconds noted since the step began
     double t_step;             // pt_now() when the step began
+    double t_begin;            // (wall) pt_now() at pt_spec_policy_wall: the call's decode began
+    double secs;               // (not wall) seconds noted: steps and drafts
+    double upkeep;             // seconds of MTP upkeep before the first step (pt_spec_note_upkeep)
+    double spec_secs;          // seconds of this call's verifications and drafts
     // counts
     uint64_t n_plain, n_verify, n_accepted, n_probe, n_probe_hit, n_switch, n_explore;
 } pt_spec_policy;
@@ -248,6 +264,11 @@ void pt_spec_policy_init_prior(pt_spec_policy *p, int mode, pt_spec_costs *costs
 // gain(0.9) > 0 and stayed live. (Simulations note made-up seconds and
 // leave this off.)
 void pt_spec_policy_wall(pt_spec_policy *p);
+
+// MTP upkeep done before the first step (the prompt rows queued during
+// prefill, engine/generate.c): seconds counted as this call's, for the
+// re-check schedule (a re-check's cost), not as any step's.
+void pt_spec_note_upkeep(pt_spec_policy *p, double secs);
 
 // Called before prefill by a caller that reuses a kept prefix: refill is
 // how many kept positions the call would re-prefill only because the MTP

@@ -27,8 +27,9 @@ void pt_spec_print_stats(const petrel_stats *s, void *file)
             s->spec_t_verify_s * 1e3, s->spec_t_draft_s * 1e3, s->spec_bytes_verify / 1e6, s->spec_uses_verify,
             100.0 * s->spec_gain);
     if (s->spec_mode == PETREL_SPEC_ADAPTIVE)
-        fprintf(f, "speculation dormancy: last call %s%s, %d dormant calls since the last live one, "
-                   "the next live one after %d\n",
+        fprintf(f, "speculation dormancy: last call %s%s, %d dormant calls (%.2f s) since the last live one, "
+                   "the next live one after %d; the last re-check cost %.2f ms over plain steps\n",
                 s->spec_dormant ? "dormant" : "live", s->spec_from_prior ? " (costs from the model's prior)" : "",
-                s->spec_dormant_calls, s->spec_dormant_gap > 0 ? s->spec_dormant_gap : PT_SPEC_DORMANT_CALLS);
+                s->spec_dormant_calls, s->spec_dormant_s,
+                s->spec_dormant_gap > 0 ? s->spec_dormant_gap : PT_SPEC_DORMANT_CALLS, s->spec_recheck_s * 1e3);
 }

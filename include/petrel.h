@@ -261,6 +261,8 @@ typedef struct petrel_stats {
     bool spec_from_prior;          // (adaptive) ... started from the model's step costs (a fresh context)
     int spec_dormant_calls;        // (adaptive) dormant calls since the last live one
     int spec_dormant_gap;          // (adaptive) dormant calls between live re-checks now (0: none yet)
+    double spec_dormant_s;         // (adaptive) decode seconds of the dormant calls since the last live one
+    double spec_recheck_s;         // (adaptive) what the last live re-check cost over plain steps (0: none yet)
 } petrel_stats;
 
 // Per-layer expert statistics (MoE blocks; layer n_layer is the MTP block).

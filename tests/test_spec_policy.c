@@ -376,9 +376,19 @@ Test(spec_policy, dormant_when_even_full_acceptance_cannot_pay)
             if (i > 0) {
                 cr_expect(g_ended_dormant, "call %d: a live re-check that confirmed stayed live", i);
                 cr_expect_leq(v, 1, "call %d: a live re-check verified %d times", i, v);
+                // its cost over plain steps (--stats): one verification
+                // (2.2 +-20%) and a draft (0.4) less the 1-2 plain steps
+                // (1 ms +-20%) they stood for
+                cr_expect(costs.recheck_secs > 0 && costs.recheck_secs < 2.2e-3,
+                          "call %d: a re-check measured %.3f ms over plain steps", i, costs.recheck_secs * 1e3);
+                cr_expect_eq(costs.dormant_secs, 0);
             }
         } else {
             cr_expect_eq(v, 0, "call %d: dormant but verified %d times", i, v);
+            // decode seconds of the dormant calls since (96 steps of 1 ms +-20%, 2% of them 5x)
+            const double per_call = costs.dormant_secs / costs.dormant_calls;
+            cr_expect(per_call > 0.085 && per_call < 0.13, "call %d: %d dormant calls counted %.3f s", i,
+                      costs.dormant_calls, costs.dormant_secs);
         }
         if (i == next_live) { // 0, 9, 26, 59, 124, 189: 8, 16, 32, 64, 64 dormant calls between
             want_live++;
