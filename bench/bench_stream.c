@@ -5,9 +5,13 @@
 // --stats table on stderr. --preload reads every expert first (the
 // "everything resident" speed); --trace records the routing of prompt and
 // decode (the prompt occupies positions 0..15: replay with --count-from 16).
+// --warmup N decodes N tokens after the prompt before the timed ones (their
+// figures not counted), as llama-bench's warm-up generation of one token
+// (bench/quants.sh's resident comparison).
 //
 // usage: bench_stream -m MODEL [--ram SIZE] [--io MODE] [--pin SIZE] [--no-prefetch]
 //                     [--no-hot] [--lru] [--usage FILE] [-n N] [-t THREADS] [--trace FILE] [--preload]
+//                     [--warmup N]
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +27,7 @@ int main(int argc, char **argv)
 {
     petrel_model_params mp = petrel_model_default_params();
     const char *model = NULL, *trace = NULL;
-    int n_gen = 64, do_preload = 0;
+    int n_gen = 64, do_preload = 0, n_warm = 0;
     mp.verbose = true;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -57,13 +61,15 @@ int main(int argc, char **argv)
             trace = argv[++i];
         else if (!strcmp(a, "--preload"))
             do_preload = 1;
+        else if (!strcmp(a, "--warmup") && v)
+            n_warm = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: bench_stream -m MODEL [--ram SIZE] [--io MODE] [--pin SIZE] [--no-prefetch] "
-                            "[--no-hot] [--lru] [--usage FILE] [-n N] [-t THREADS] [--trace FILE] [--preload]\n");
+                            "[--no-hot] [--lru] [--usage FILE] [-n N] [-t THREADS] [--trace FILE] [--preload] [--warmup N]\n");
             return 2;
         }
     }
-    if (!model || mp.io_mode < 0)
+    if (!model || mp.io_mode < 0 || n_warm < 0 || n_warm > 64)
         return 2;
     char err[1024];
     petrel_model *m = petrel_model_open(model, &mp, err, sizeof err);
@@ -72,7 +78,7 @@ int main(int argc, char **argv)
         return 1;
     }
     petrel_context_params cp = petrel_context_default_params();
-    cp.n_ctx = 256;
+    cp.n_ctx = 256 + (uint32_t)n_warm;
     cp.n_batch = 64;
     petrel_context *c = petrel_context_new(m, &cp, err, sizeof err);
     if (!c) {
@@ -94,10 +100,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_stream: %s\n", petrel_context_error(c));
         return 1;
     }
-    petrel_reset_stats(c);
     petrel_sampler_params sp = petrel_sampler_default_params();
     petrel_sampler *smp = petrel_sampler_new(&sp, V);
     petrel_token tok = petrel_sampler_sample(smp, petrel_get_logits(c, 15), NULL, 0);
+    for (int i = 0; i < n_warm; i++) {
+        if (petrel_decode(c, &tok, NULL, 1, PETREL_LOGITS_LAST) < 0) {
+            fprintf(stderr, "bench_stream: %s\n", petrel_context_error(c));
+            return 1;
+        }
+        tok = petrel_sampler_sample(smp, petrel_get_logits(c, 0), NULL, 0);
+    }
+    petrel_reset_stats(c);
     double t0 = pt_now();
     for (int i = 0; i < n_gen; i++) {
         if (petrel_decode(c, &tok, NULL, 1, PETREL_LOGITS_LAST) < 0) {

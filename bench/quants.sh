@@ -38,19 +38,24 @@
 #     q4_0_capped_tok_s=… q2_k_capped_tok_s=… q2_k_bytes_ratio=…
 #     llama_q2_k_capped_tok_s=… llama_tuned_q2_k_capped_tok_s=… speedup_vs_llama=…
 #     speedup_vs_llama_tuned=… resident_q4_k_tok_s=… llama_resident_q4_k_tok_s=…
-#     q2_k_speed_ratio_paired=… q2_k_goal_frac=…
+#     q2_k_speed_ratio_paired=… q2_k_goal_frac=… resident_q4_k_ratio_paired=…
 # capped = cold, the median of the rounds; q2_k_bytes_ratio = Q4_0 GB/token /
 # Q2_K GB/token (Petrel, medians);
 # speedup = Petrel's Q2_K capped tok/s / llama.cpp's on the same file ("inf"
 # when every llama.cpp build was killed); q2_k_speed_ratio_paired = the
 # median over rounds of Q2_K's cold tok/s over the same round's Q4_0, and
 # q2_k_goal_frac = that / (0.8 x q2_k_bytes_ratio): the Q2_K goal is met at
-# >= 1. A type that Petrel cannot
+# >= 1; the resident figures are medians of RESIDENT_ROUNDS rounds (each:
+# Petrel, then llama.cpp's builds, the best of them), and
+# resident_q4_k_ratio_paired the median over rounds of Petrel's tok/s over
+# the same round's llama.cpp (the goal: >= 1.5). A type that Petrel cannot
 # convert or multiply yet is skipped with a message and its keys are "na".
 #
 # Environment: WORK (/work/bench-models), BUILD (build dir, default
 # build-quants), NGEN (32), CAPPED_ROUNDS (3: Petrel's capped runs, every
-# file cold then warm per round, files in turn; medians), CAP_GIB (3), CAP_EXTRA_MIB (256), TYPES (the
+# file cold then warm per round, files in turn; medians), RESIDENT_ROUNDS (3:
+# the resident comparison, Petrel and llama.cpp in turn; medians; Petrel
+# decodes one untimed token first, as llama-bench's warm-up run), CAP_GIB (3), CAP_EXTRA_MIB (256), TYPES (the
 # GEMV types; "all"), FILES ("q4_0 q4_k q2_k"), LLAMA_NGEN (8),
 # LLAMA_TIMEOUT (300 s), LLAMA_BIN / LLAMA_BIN_NOREPACK (bench/llamacpp.sh's
 # bin dirs), SKIP_LLAMA=1, SKIP_GEMV=1, SKIP_CAPPED=1, SKIP_RESIDENT=1,
@@ -87,6 +92,7 @@ TYPES=${TYPES:-q4_0,q8_0,q4_k,q2_k,q6_k,iq4_xs,iq2_xxs}
 FILES=${FILES:-"q4_0 q4_k q2_k"}
 LLAMA_NGEN=${LLAMA_NGEN:-8}
 CAPPED_ROUNDS=${CAPPED_ROUNDS:-3}
+RESIDENT_ROUNDS=${RESIDENT_ROUNDS:-3}
 LLAMA_TIMEOUT=${LLAMA_TIMEOUT:-300}
 THREADS=${THREADS:-0}
 FIO_S=${FIO_S:-5}
@@ -390,27 +396,41 @@ if [ "${SKIP_RESIDENT:-0}" != 1 ] && [ -n "${MODEL[$RT]:-}" ]; then
     f=${MODEL[$RT]}
     ram=$(( $(stat -c %s "$f") / 1073741824 + 2 ))
     echo
-    echo "resident, $f (no cap): Petrel --preload --ram ${ram}G; llama.cpp with mmap and a warm page cache"
-    log=$OUT/petrel-resident
-    "$TIME" -f "$TFMT" "$BUILD/bench_stream" -m "$f" --preload --ram "${ram}G" -n "$NGEN" -t "$THREADS" \
-        --no-prefetch --no-hot >"$log.out" 2>"$log.err" || true
-    line=$(grep '^STREAM' "$log.out" || true)
-    R[resident_${RT}_tok_s]=$(field tok_s "$line")
-    R[resident_${RT}_tok_s]=${R[resident_${RT}_tok_s]:-na}
-    echo "RUN engine=petrel type=$RT cache=resident tok_s=${R[resident_${RT}_tok_s]} elapsed_s=$(elapsed "$log")" \
-         "peak_rss_gib=$(field peak_rss_gib "$line")"
-    if [ "${SKIP_LLAMA:-0}" != 1 ] && [ -n "$BUILDS" ]; then
-        best=""
-        for b in $BUILDS; do
-            if [ "$b" = default ]; then bin=$LLAMA_BIN; else bin=$LLAMA_BIN_NOREPACK; fi
-            cat "$f" >/dev/null # warm page cache
-            log=$OUT/llama-$b-resident
-            read -r st tok _ < <(llama_run "$log" "$bin" "$f" "$NGEN" 0)
-            echo "RUN engine=llama build=$b type=$RT cache=resident status=$st tok_s=$tok elapsed_s=$(elapsed "$log")"
-            if [ "$st" = failed ]; then tail -3 "$log.err" >&2; continue; fi
-            best=$(awk -v a="${best:-0}" -v b="$tok" 'BEGIN{print (b > a ? b : a)}')
-        done
-        R[llama_resident_${RT}_tok_s]=${best:-na}
+    echo "resident, $f (no cap), $RESIDENT_ROUNDS round(s): Petrel --preload --ram ${ram}G --warmup 1;" \
+         "llama.cpp with mmap and a warm page cache (llama-bench: one warm-up token); medians"
+    PT_RES="" LL_RES="" PAIRS_RES=""
+    for round in $(seq 1 "$RESIDENT_ROUNDS"); do
+        log=$OUT/petrel-resident-$round
+        "$TIME" -f "$TFMT" "$BUILD/bench_stream" -m "$f" --preload --ram "${ram}G" -n "$NGEN" -t "$THREADS" \
+            --no-prefetch --no-hot --warmup 1 >"$log.out" 2>"$log.err" || true
+        line=$(grep '^STREAM' "$log.out" || true)
+        pt=$(field tok_s "$line")
+        echo "RUN engine=petrel type=$RT cache=resident round=$round tok_s=${pt:-na} elapsed_s=$(elapsed "$log")" \
+             "peak_rss_gib=$(field peak_rss_gib "$line")"
+        [ -n "$pt" ] && PT_RES+="$pt"$'\n'
+        if [ "${SKIP_LLAMA:-0}" != 1 ] && [ -n "$BUILDS" ]; then
+            best=""
+            for b in $BUILDS; do
+                if [ "$b" = default ]; then bin=$LLAMA_BIN; else bin=$LLAMA_BIN_NOREPACK; fi
+                cat "$f" >/dev/null # warm page cache
+                log=$OUT/llama-$b-resident-$round
+                read -r st tok _ < <(llama_run "$log" "$bin" "$f" "$NGEN" 0)
+                echo "RUN engine=llama build=$b type=$RT cache=resident round=$round status=$st tok_s=$tok" \
+                     "elapsed_s=$(elapsed "$log")"
+                if [ "$st" = failed ]; then tail -3 "$log.err" >&2; continue; fi
+                best=$(awk -v a="${best:-0}" -v b="$tok" 'BEGIN{print (b > a ? b : a)}')
+            done
+            if [ -n "$best" ]; then
+                LL_RES+="$best"$'\n'
+                [ -n "$pt" ] && PAIRS_RES+="$(awk -v a="$pt" -v b="$best" 'BEGIN{ if (b > 0) printf "%.4f", a / b }')"$'\n'
+            fi
+        fi
+    done
+    m=$(median "$PT_RES"); R[resident_${RT}_tok_s]=${m:-na}
+    if [ -n "$LL_RES" ]; then m=$(median "$LL_RES"); R[llama_resident_${RT}_tok_s]=${m:-na}; fi
+    if [ -n "$PAIRS_RES" ]; then
+        m=$(median "$PAIRS_RES"); R[resident_${RT}_ratio_paired]=${m:-na}
+        echo "PAIRED resident Petrel / llama.cpp (best build) per round: $(printf '%s' "$PAIRS_RES" | tr '\n' ' ')median ${m:-na}"
     fi
 fi
 
@@ -428,4 +448,6 @@ done
     "$RT" "${R[llama_resident_${RT}_tok_s]:-na}"
 # and the Q2_K goal measured round by round (section 2)
 printf ' q2_k_speed_ratio_paired=%s q2_k_goal_frac=%s' "${R[q2_k_speed_ratio_paired]:-na}" "${R[q2_k_goal_frac]:-na}"
+# and the resident comparison round by round (section 4)
+printf ' resident_%s_ratio_paired=%s' "$RT" "${R[resident_${RT}_ratio_paired]:-na}"
 printf '\n'
