@@ -109,9 +109,10 @@
 // before the dormant calls had decoded 1000 times its cost) was tried and
 // left out: it halved a cost that no measurement resolves (adaptive and
 // off jobs doing identical work differ by up to 1% in bench/mtp.sh) and
-// made test_spec_policy's recovery after a load change 5x slower. A re-check is dormant itself from the
-// step after its verification is timed, if that sample agrees with the
-// estimate (within the surprise band) and the costs are still hopeless:
+// made test_spec_policy's recovery after a load change 5x slower. A
+// re-check is dormant itself from the step after its verification is
+// timed, if that sample agrees with the estimate (within the surprise
+// band) and the costs are still hopeless:
 // until 2026-12-07 it kept the MTP cache filled to its end, and on the
 // trained model of bench/mtp.sh (a short model: the MTP block is ~1/5 of
 // a step) its upkeep, the MTP rows of the whole prompt at its first draft
@@ -266,8 +267,8 @@ void pt_spec_policy_init_prior(pt_spec_policy *p, int mode, pt_spec_costs *costs
 void pt_spec_policy_wall(pt_spec_policy *p);
 
 // MTP upkeep done before the first step (the prompt rows queued during
-// prefill, engine/generate.c): seconds counted as this call's, for the
-// re-check schedule (a re-check's cost), not as any step's.
+// prefill, engine/generate.c): seconds counted as this call's (a
+// re-check's cost, shown by --stats), not as any step's.
 void pt_spec_note_upkeep(pt_spec_policy *p, double secs);
 
 // Called before prefill by a caller that reuses a kept prefix: refill is
