@@ -47,6 +47,12 @@ typedef struct pt_stream {
     int fill_top;             // experts' reads in flight, also read the K best predictions
                               // of the block after the predicted ones (0: off)
     uint64_t fill_issued;     // times the fill prefetch ran
+    // The disk-bound bar (engine/stream_prefetch.c): the share of a window
+    // of decode time the engine waited on reads sets the prefetch bar.
+    double bw_t0, bw_wait0;   // window start: pt_now(), the layers' summed wait seconds then
+    double wait_share;        // waited / elapsed over the last full window (0 before one)
+    float pf_min_base;        // the cache's own bar, restored when no longer disk-bound (< 0: not read yet)
+    bool bound_bar;           // PETREL_PF_BOUND (default on): raise the bar while disk-bound
     float *pxn;               // (n_batch, n_embd) normed hidden for the predictor
     float *plogits;           // (n_batch, n_expert_max)
     int32_t *pids;            // (n_batch, n_used)

@@ -162,12 +162,65 @@ static void predict_block(petrel_context *c, int nx, int B, uint8_t *pred, int t
     }
 }
 
+// The disk-bound bar. A prediction that is read and then not used costs
+// its bytes; one that is used costs nothing its demand read would not
+// have. While the disk keeps up the unused ones cost it only idle time, and
+// the cache's own bar (PT_EC_PF_MIN: a chance of use of 1/4) decides; while
+// the engine waits on reads for much of its time the disk is the
+// bottleneck, every unused byte delays a step by its read time, and only
+// the confident predictions are worth reading. So the bar rises with the
+// share of the last window's decode time the engine waited on reads: the
+// cache's own up to PF_BOUND_LO, PF_BOUND_MIN from PF_BOUND_HI on, linear
+// between. bench16 Q2_K under a 3 GiB cap (random routing: the 1/4 bar
+// read 17% of its bytes for predictions never used), 32 cold tokens, the
+// engine waiting 60-76% of the time: at a disk throttled to 1.2 GB/s, bars
+// 0.25 / 0.40 / 0.55 / 0.70 / 0.85 / 0.95 gave 4.86 / 4.90 / 5.10 / 5.65 /
+// 5.99 / 6.07 tok/s (no prefetch 6.07; 0.85 kept the best hit rate, 0.5605
+// against 0.5459 at 0.25); at the disk's own rate, which jumped between
+// ~1.45 and ~2.45 GB/s whatever the queue depth, 0.70 and no prefetch
+// matched or beat 0.25 in the same disk state (9.11-9.51 vs 8.81 tok/s at
+// ~2.4 GB/s, 6.05-6.21 vs 5.38-5.44 at ~1.46). Placement only: no token
+// depends on it.
+#define PF_BOUND_WINDOW 0.2 // seconds of decode per wait-share sample
+#define PF_BOUND_LO 0.25    // wait share up to which the cache's own bar stands
+#define PF_BOUND_HI 0.50    // ... from which PF_BOUND_MIN does
+#define PF_BOUND_MIN 0.85f
+
+static void bound_bar(petrel_context *c)
+{
+    pt_stream *st = c->stream;
+    const petrel_model *m = c->model;
+    const double now = pt_now();
+    double wait = 0;
+    for (int il = 0; il < (int)pt_hp_n_blocks(&m->hp); il++)
+        if (m->exp_src[il].n_expert > 0)
+            wait += pt_ecache_lstats(c->ecache, il)->t_wait_s;
+    if (st->bw_t0 == 0 || wait < st->bw_wait0) { // the first call, or the statistics were reset
+        st->bw_t0 = now;
+        st->bw_wait0 = wait;
+    } else if (now - st->bw_t0 >= PF_BOUND_WINDOW) {
+        st->wait_share = (wait - st->bw_wait0) / (now - st->bw_t0);
+        st->bw_t0 = now;
+        st->bw_wait0 = wait;
+    }
+    if (st->pf_min_base < 0)
+        st->pf_min_base = pt_ecache_set_prefetch_min(c->ecache, PT_EC_PF_MIN);
+    const double w = st->wait_share, base = st->pf_min_base;
+    double bar = w <= PF_BOUND_LO ? base : w >= PF_BOUND_HI ? PF_BOUND_MIN
+               : base + (PF_BOUND_MIN - base) * (w - PF_BOUND_LO) / (PF_BOUND_HI - PF_BOUND_LO);
+    if (bar < base)
+        bar = base;
+    pt_ecache_set_prefetch_min(c->ecache, (float)bar);
+}
+
 void pt_stream_prefetch_next(petrel_context *c, int il, int B)
 {
     pt_stream *st = c->stream;
     const petrel_model *m = c->model;
     if (!st->prefetch || !predict_step(c, il, B))
         return;
+    if (st->bound_bar)
+        bound_bar(c);
     // Each token's prefetch_top best predictions are offered to the cache;
     // the rest of the router's top-k too when the disk has kept up (no read
     // in flight but those of block il's own experts): the confidence cut
