@@ -146,9 +146,10 @@ int pt_stream_init(petrel_context *c, pt_err *err)
     {
         const int nu = (int)hp->n_expert_used;
         st->prefetch_top = P->prefetch_top > 0 ? (P->prefetch_top < nu ? P->prefetch_top : nu) : (5 * nu + 7) / 8;
-        // PETREL_PF_BOUND=0 (engine/stream_prefetch.c): keep the cache's bar while disk-bound.
+        // PETREL_PF_BOUND=0 | max (engine/stream_prefetch.c): keep the cache's
+        // bar while disk-bound | hold it at its disk-bound height.
         const char *bound = getenv("PETREL_PF_BOUND");
-        st->bound_bar = !(bound && bound[0] == '0');
+        st->bound_bar = bound && bound[0] == '0' ? 0 : bound && !strcmp(bound, "max") ? 2 : 1;
         st->pf_min_base = -1;
         // PETREL_PREFETCH_FILL=N[:K] (engine/stream_prefetch.c): off unless set.
         const char *fill = getenv("PETREL_PREFETCH_FILL");

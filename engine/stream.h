@@ -52,7 +52,8 @@ typedef struct pt_stream {
     double bw_t0, bw_wait0;   // window start: pt_now(), the layers' summed wait seconds then
     double wait_share;        // waited / elapsed over the last full window (0 before one)
     float pf_min_base;        // the cache's own bar, restored when no longer disk-bound (< 0: not read yet)
-    bool bound_bar;           // PETREL_PF_BOUND (default on): raise the bar while disk-bound
+    int bound_bar;            // PETREL_PF_BOUND: 1 (default) raise the bar while disk-bound,
+                              // 0 never, "max" always at its disk-bound height (tests)
     float *pxn;               // (n_batch, n_embd) normed hidden for the predictor
     float *plogits;           // (n_batch, n_expert_max)
     int32_t *pids;            // (n_batch, n_used)

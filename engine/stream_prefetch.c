@@ -180,7 +180,7 @@ static void predict_block(petrel_context *c, int nx, int B, uint8_t *pred, int t
 // ~1.45 and ~2.45 GB/s whatever the queue depth, 0.70 and no prefetch
 // matched or beat 0.25 in the same disk state (9.11-9.51 vs 8.81 tok/s at
 // ~2.4 GB/s, 6.05-6.21 vs 5.38-5.44 at ~1.46). Placement only: no token
-// depends on it.
+// depends on it (tests/test_stream.c holds the bar high, PETREL_PF_BOUND=max).
 #define PF_BOUND_WINDOW 0.2 // seconds of decode per wait-share sample
 #define PF_BOUND_LO 0.25    // wait share up to which the cache's own bar stands
 #define PF_BOUND_HI 0.50    // ... from which PF_BOUND_MIN does
@@ -208,8 +208,8 @@ static void bound_bar(petrel_context *c)
     const double w = st->wait_share, base = st->pf_min_base;
     double bar = w <= PF_BOUND_LO ? base : w >= PF_BOUND_HI ? PF_BOUND_MIN
                : base + (PF_BOUND_MIN - base) * (w - PF_BOUND_LO) / (PF_BOUND_HI - PF_BOUND_LO);
-    if (bar < base)
-        bar = base;
+    if (bar < base || st->bound_bar == 2)
+        bar = st->bound_bar == 2 ? PF_BOUND_MIN : base;
     pt_ecache_set_prefetch_min(c->ecache, (float)bar);
 }
 

@@ -162,6 +162,19 @@ static void check_grid(const char *path, int n, const uint64_t *caches, int n_ca
         runs++;
     }
     unsetenv("PETREL_PREFETCH_FILL");
+    // The disk-bound prefetch bar (engine/stream_prefetch.c) held at its
+    // height: fewer predictions read, the same bits.
+    setenv("PETREL_PF_BOUND", "max", 1);
+    for (int b = 0; b < n_caches + n_slots; b++) {
+        cfg k = budget_at((cfg){.prefetch = 1, .io = PETREL_IO_URING, .threads = 2}, b, slots, n_slots, caches);
+        float *got = run(path, &k, NULL, n, &st);
+        cr_assert(memcmp(got, want, sizeof(float) * V * (size_t)n) == 0,
+                  "%s: logits differ with the disk-bound prefetch bar (slots %d cache %llu)", path, k.slots,
+                  (unsigned long long)k.cache);
+        free(got);
+        runs++;
+    }
+    unsetenv("PETREL_PF_BOUND");
     cr_log_info("%s: %d configurations bit-identical", path, runs);
     free(want);
 }
