@@ -330,8 +330,7 @@ BUILDS=""
 if [ "${SKIP_LLAMA:-0}" != 1 ] && [ "${SKIP_CAPPED:-0}" != 1 ] && [ -z "$BUILDS" ]; then
     echo "quants.sh: llama.cpp is not built (bench/llamacpp.sh): its runs are skipped"
 elif [ "${SKIP_LLAMA:-0}" != 1 ] && [ "${SKIP_CAPPED:-0}" != 1 ]; then
-    RA_DEV=${BLOCKDEV:-$(lsblk -no PKNAME "$(df --output=source "$WORK" | tail -1)" 2>/dev/null | head -1)}
-    [ -n "$RA_DEV" ] || RA_DEV=$(basename "$(df --output=source "$WORK" | tail -1)")
+    RA_DEV=${BLOCKDEV:-$(disk_of "$WORK")}
     if [ -w "/sys/block/$RA_DEV/queue/read_ahead_kb" ]; then
         RA_ORIG=$(cat "/sys/block/$RA_DEV/queue/read_ahead_kb")
     else

@@ -850,12 +850,15 @@ void pt_ecache_set_prefetch_bar(pt_ecache *c, float min_chance, float victim_fac
     c->pf_pred = pred_weight;
 }
 
-float pt_ecache_set_prefetch_min(pt_ecache *c, float min_chance)
+float pt_ecache_prefetch_min(const pt_ecache *c)
+{
+    return c->pf_min;
+}
+
+void pt_ecache_set_prefetch_min(pt_ecache *c, float min_chance)
 {
     assert(min_chance >= 0 && min_chance <= 1);
-    const float was = c->pf_min;
     c->pf_min = min_chance;
-    return was;
 }
 
 void pt_ecache_set_cold_bar(pt_ecache *c, double share)

@@ -174,9 +174,10 @@ static inline float pt_ecache_margin(const float *sorted, int n_used, int k)
 }
 // Sets the bar of pt_ecache_prefetch (defaults PT_EC_PF_MIN, PT_EC_PF_VICTIM).
 void pt_ecache_set_prefetch_bar(pt_ecache *c, float min_chance, float victim_factor, float pred_weight);
-// Sets only its lowest chance of use (engine/stream_prefetch.c raises it
-// while the engine is disk-bound); returns the one it replaces.
-float pt_ecache_set_prefetch_min(pt_ecache *c, float min_chance);
+// Its lowest chance of use alone, read and set (engine/stream_prefetch.c
+// raises it while the engine is disk-bound).
+float pt_ecache_prefetch_min(const pt_ecache *c);
+void pt_ecache_set_prefetch_min(pt_ecache *c, float min_chance);
 // Sets pt_ecache_prefetch's cold check: the share of recent uses needing a read
 // below which absent experts' chances are scaled down (default PT_EC_PF_COLD;
 // 0: off, the cut as before it, for A/B runs).

@@ -186,25 +186,25 @@ static void predict_block(petrel_context *c, int nx, int B, uint8_t *pred, int t
 #define PF_BOUND_HI 0.50    // ... from which PF_BOUND_MIN does
 #define PF_BOUND_MIN 0.85f
 
+// Called at every prediction; measures and moves the bar only when a
+// window has passed (one clock read otherwise).
 static void bound_bar(petrel_context *c)
 {
     pt_stream *st = c->stream;
-    const petrel_model *m = c->model;
     const double now = pt_now();
+    if (st->bw_t0 != 0 && now - st->bw_t0 < PF_BOUND_WINDOW)
+        return;
+    const petrel_model *m = c->model;
     double wait = 0;
     for (int il = 0; il < (int)pt_hp_n_blocks(&m->hp); il++)
         if (m->exp_src[il].n_expert > 0)
             wait += pt_ecache_lstats(c->ecache, il)->t_wait_s;
-    if (st->bw_t0 == 0 || wait < st->bw_wait0) { // the first call, or the statistics were reset
-        st->bw_t0 = now;
-        st->bw_wait0 = wait;
-    } else if (now - st->bw_t0 >= PF_BOUND_WINDOW) {
+    if (st->pf_min_base < 0) // the cache's own bar, before this first moves it
+        st->pf_min_base = pt_ecache_prefetch_min(c->ecache);
+    if (st->bw_t0 != 0 && wait >= st->bw_wait0) // (a window's start; the statistics were reset)
         st->wait_share = (wait - st->bw_wait0) / (now - st->bw_t0);
-        st->bw_t0 = now;
-        st->bw_wait0 = wait;
-    }
-    if (st->pf_min_base < 0)
-        st->pf_min_base = pt_ecache_set_prefetch_min(c->ecache, PT_EC_PF_MIN);
+    st->bw_t0 = now;
+    st->bw_wait0 = wait;
     const double w = st->wait_share, base = st->pf_min_base;
     double bar = w <= PF_BOUND_LO ? base : w >= PF_BOUND_HI ? PF_BOUND_MIN
                : base + (PF_BOUND_MIN - base) * (w - PF_BOUND_LO) / (PF_BOUND_HI - PF_BOUND_LO);

@@ -21,6 +21,14 @@ cap_init() {
     fi
 }
 
+# disk_of PATH: the name of the disk holding PATH ("vda" for /dev/vda1).
+disk_of() {
+    local src disk
+    src=$(df --output=source "$1" | tail -1)
+    disk=$(lsblk -no PKNAME "$src" 2>/dev/null | head -1)
+    echo "${disk:-$(basename "$src")}"
+}
+
 # disk_throttle_init PATH BPS: from now on run_capped also caps the read
 # rate of the disk holding PATH at BPS bytes per second (cgroup-v1 blkio
 # throttle, O_DIRECT and io_uring reads included; BPS empty or 0: no cap).
@@ -30,12 +38,10 @@ cap_init() {
 # every run. Sets CAP_BLK_PARENT and CAP_BLK_RULE ("MAJ:MIN BPS"), or says
 # why not and leaves them empty.
 disk_throttle_init() {
-    local path=$1 bps=${2:-} src disk blkcg
+    local path=$1 bps=${2:-} disk blkcg
     CAP_BLK_PARENT="" CAP_BLK_RULE=""
     [ -n "$bps" ] && [ "$bps" != 0 ] || return 0
-    src=$(df --output=source "$path" | tail -1)
-    disk=$(lsblk -no PKNAME "$src" 2>/dev/null | head -1)
-    [ -n "$disk" ] || disk=$(basename "$src")
+    disk=$(disk_of "$path")
     blkcg=$(awk -F: '$2=="blkio"{print $3}' /proc/self/cgroup 2>/dev/null || true)
     if [ -z "$blkcg" ] || [ ! -w "/sys/fs/cgroup/blkio${blkcg%/}/cgroup.procs" ] || [ ! -b "/dev/$disk" ]; then
         echo "$CAP_NAME: no writable cgroup-v1 blkio controller or no disk for $path: reads are NOT throttled" >&2
