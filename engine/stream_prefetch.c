@@ -208,8 +208,10 @@ static void bound_bar(petrel_context *c)
     const double w = st->wait_share, base = st->pf_min_base;
     double bar = w <= PF_BOUND_LO ? base : w >= PF_BOUND_HI ? PF_BOUND_MIN
                : base + (PF_BOUND_MIN - base) * (w - PF_BOUND_LO) / (PF_BOUND_HI - PF_BOUND_LO);
-    if (bar < base || st->bound_bar == 2)
-        bar = st->bound_bar == 2 ? PF_BOUND_MIN : base;
+    if (bar < base) // a cache bar set above the disk-bound one stays
+        bar = base;
+    if (st->bound_bar == 2) // PETREL_PF_BOUND=max (tests): held high
+        bar = PF_BOUND_MIN;
     pt_ecache_set_prefetch_min(c->ecache, (float)bar);
 }
 
