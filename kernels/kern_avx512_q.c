@@ -24,6 +24,7 @@
 #include <assert.h>
 #include <immintrin.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define KX_TGT "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
@@ -253,10 +254,10 @@ static TGTI void kq(bool q8, int R, int V, const uint8_t *w, size_t rb, const in
 #ifndef KZ_HINT_Q8
 #define KZ_HINT_Q8 _MM_HINT_T1
 #endif
-#ifndef KG_PREFETCH
-#define KG_PREFETCH 4096 // bytes ahead in each row's progress, as kq()'s KZ_PREFETCH
-#endif
+// Bytes ahead in each row's progress (kq()'s scheme): kg_prefetch() below,
+// a run-time value because the best distance differs between cores.
 enum { KG_RMAX = 16 };
+static size_t kg_prefetch(void);
 
 // 32 weights of a block as vpdpbusd's unsigned operand (Q4_0: lanes 4..7
 // 16 x the high nibbles, see above; Q8_0: w + 128).
@@ -292,11 +293,12 @@ static TGTI void kg(bool q8, int R, const uint8_t *w, size_t rb, const int8_t *x
         acc[r] = _mm256_setzero_ps();
     _Alignas(32) float dd[KG_RMAX][8];
     // prefetch distance: kq()'s scheme, per group
-    size_t pfo = KG_PREFETCH, wrap = rb;
+    const size_t pf = kg_prefetch();
+    size_t pfo = pf, wrap = rb;
     int64_t b0 = 0;
     for (; b0 + 8 <= nb; b0 += 8) {
         const size_t pos = (size_t)b0 * bs;
-        while (KG_PREFETCH && pos + KG_PREFETCH >= wrap) {
+        while (pf && pos + pf >= wrap) {
             pfo += (size_t)(R - 1) * rb;
             wrap += rb;
         }
@@ -318,9 +320,9 @@ static TGTI void kg(bool q8, int R, const uint8_t *w, size_t rb, const int8_t *x
             for (int r = 0; r < R; r++) {
                 // spread over the group's blocks; the hint must be a constant
                 // expression for clang, hence one call per type
-                if (KG_PREFETCH && k < npf && q8)
+                if (pf && k < npf && q8)
                     _mm_prefetch((const char *)w + r * rb + pos + pfo + 64 * k, KZ_HINT_Q8);
-                else if (KG_PREFETCH && k < npf)
+                else if (pf && k < npf)
                     _mm_prefetch((const char *)w + r * rb + pos + pfo + 64 * k, KZ_HINT_Q4);
                 const __m256i s = _mm256_dpbusd_epi32(s0, kg_wq(q8, w + r * rb + pos + k * bs), x);
                 acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dd[r][k]), _mm256_cvtepi32_ps(s), acc[r]);
@@ -371,6 +373,33 @@ static int kg_rows(void)
             s = pt_cpu_vendor_id() == PT_CPU_INTEL;
         v = s ? 4 : 8;
         __atomic_store_n(&g_kg_rows, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+// kg()'s prefetch distance in bytes (0: none): 2048 on AMD Zen 5 (family
+// 0x1A), 4096 elsewhere; PETREL_Q_PREFETCH=N in the environment sets N.
+// 4096 was measured the best on Zen 4 (docs/kernels.md); on a Zen 5 EPYC
+// (2026-12-07: 1 MiB L2 per core, ~30 GB/s read per core; DRAM, 8 rows per
+// pass, 1 and 2 threads, variants compiled side by side, 3 + 2 rounds
+// interleaved) 2048 read Q4_0 at 0.81-0.86 of the 1-thread read against
+// 4096's 0.58-0.77, and 0.66-0.73 of the 2-thread read against 0.48-0.68;
+// 1024 and 3072 between, none (0) 0.43-0.60; Q8_0 within noise of 4096.
+// Four later rounds (this variable, 2048 / 4096) found the two within the
+// host's noise (0.53-0.90 / 0.67-0.81 of the 2-thread read): never worse.
+static size_t g_kg_prefetch = (size_t)-1; // -1: not decided yet
+static size_t kg_prefetch(void)
+{
+    size_t v = __atomic_load_n(&g_kg_prefetch, __ATOMIC_RELAXED);
+    if (v == (size_t)-1) {
+        const char *e = getenv("PETREL_Q_PREFETCH");
+        if (e && *e) {
+            const long n = strtol(e, NULL, 10);
+            v = n > 0 && n <= (1 << 20) ? (size_t)n & ~(size_t)63 : 0;
+        } else {
+            v = pt_cpu_vendor_id() == PT_CPU_AMD && pt_cpu_family() >= 0x1a ? 2048 : 4096;
+        }
+        __atomic_store_n(&g_kg_prefetch, v, __ATOMIC_RELAXED);
     }
     return v;
 }

@@ -1214,8 +1214,10 @@ static TGT5 float vdot_q3_k_vl(const void *w, const void *xq, int64_t n)
 // L2, 1 thread, ZMM=0 / 1 alternately, 3 runs, ns per 7168-row: Q4_K
 // 149-153 / 188-230, Q2_K 127-131 / 154-156, Q6_K 165-172 / 166-174,
 // IQ4_XS 227-235 / 242-249); the zmm ones on later AMD (Zen 5, family
-// 0x1A: full-width 512-bit units, not measured yet) and on CPUs without
-// GFNI, which the ymm rows use. PETREL_KQ_ZMM=1 / 0 in the environment
+// 0x1A: full-width 512-bit units; measured on a Zen 5 EPYC, 2026-12-07,
+// the same way, ZMM=0 / 1: Q2_K 94-110 / 92-95, Q3_K 181-207 / 122-133,
+// Q4_K 124-132 / 108-111, Q5_K 194-210 / 142-151, Q6_K 122-133 / 88-91)
+// and on CPUs without GFNI, which the ymm rows use. PETREL_KQ_ZMM=1 / 0 in the environment
 // forces either (A/B).
 static _Atomic int g_kq_zmm = -1; // -1: not decided yet
 
