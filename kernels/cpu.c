@@ -35,3 +35,12 @@ int pt_env_switch(const char *name)
     const char *e = getenv(name);
     return e && (e[0] == '0' || e[0] == '1') ? e[0] - '0' : -1;
 }
+
+long pt_env_prefetch(const char *name, long dflt)
+{
+    const char *e = getenv(name);
+    if (!e || !*e)
+        return dflt;
+    const long v = strtol(e, NULL, 10);
+    return v > 0 && v <= (1L << 20) ? v & ~63L : 0;
+}

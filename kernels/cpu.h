@@ -17,4 +17,9 @@ unsigned pt_cpu_family(void);
 // unset or anything else -> -1 (the CPU decides).
 int pt_env_switch(const char *name);
 
+// The environment variable `name` as a prefetch distance in bytes: N in
+// 1 .. 1 MiB rounded down to a multiple of 64, 0 for "0" or anything out
+// of range (no prefetch); `dflt` (the CPU's choice) when unset or empty.
+long pt_env_prefetch(const char *name, long dflt);
+
 #endif

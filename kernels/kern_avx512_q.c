@@ -24,7 +24,6 @@
 #include <assert.h>
 #include <immintrin.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define KX_TGT "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
@@ -392,13 +391,8 @@ static size_t kg_prefetch(void)
 {
     size_t v = __atomic_load_n(&g_kg_prefetch, __ATOMIC_RELAXED);
     if (v == (size_t)-1) {
-        const char *e = getenv("PETREL_Q_PREFETCH");
-        if (e && *e) {
-            const long n = strtol(e, NULL, 10);
-            v = n > 0 && n <= (1 << 20) ? (size_t)n & ~(size_t)63 : 0;
-        } else {
-            v = pt_cpu_vendor_id() == PT_CPU_AMD && pt_cpu_family() >= 0x1a ? 2048 : 4096;
-        }
+        const bool zen5 = pt_cpu_vendor_id() == PT_CPU_AMD && pt_cpu_family() >= 0x1a;
+        v = (size_t)pt_env_prefetch("PETREL_Q_PREFETCH", zen5 ? 2048 : 4096);
         __atomic_store_n(&g_kg_prefetch, v, __ATOMIC_RELAXED);
     }
     return v;

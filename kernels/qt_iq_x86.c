@@ -1054,29 +1054,38 @@ TGTYV float pt_vdot_iq4_xs_avx512z4(const void *w, const void *xq, int64_t n)
     return hsum8(vacc);
 }
 
-// AMD family 0x19 (Zen 3 / Zen 4: of these only Zen 4 has AVX-512) with
-// VBMI: the rows above; for IQ2_XXS (zen5_too) also later AMD families.
-// Written for Zen 4, the IQ2_XXS rows are the faster ones on Zen 5 (family
-// 0x1A) too: on a Zen 5 EPYC (2026-12-07), in L2, 1 thread, bench_qt 64
-// rows, PETREL_IQ_Z4=0 / 1 alternately, 3 rounds, ns per 7168-value row
-// 218-230 / 151-163, and from DRAM 0.23-0.29 / 0.32-0.35 of the read
-// (bench_kernels, 2 threads, 2 rounds). IQ4_XS keeps its zmm VBMI row
-// there: 133-135 ns in L2 against the Zen 4 row's 157, and from DRAM
-// (1 thread, 6 rounds) 0.70-0.79 of the read against 0.64-0.76. Cached; PETREL_IQ_Z4=1 / 0 forces them on / off (where the
-// CPU has VBMI).
-static int g_iq_z4 = -1;
-static bool iq_prefer_z4(bool zen5_too)
+// Which types take the Zen 4 rows above (a mask of IQZ4_*): on AMD family
+// 0x19 (Zen 3 / Zen 4: of these only Zen 4 has AVX-512) with VBMI, both;
+// on later AMD families, IQ2_XXS only. Written for Zen 4, the IQ2_XXS rows
+// are the faster ones on Zen 5 (family 0x1A) too: on a Zen 5 EPYC
+// (2026-12-07), in L2, 1 thread, bench_qt 64 rows, PETREL_IQ_Z4=0 / 1
+// alternately, 3 rounds, ns per 7168-value row 218-230 / 151-163, and
+// from DRAM 0.23-0.29 / 0.32-0.35 of the read (bench_kernels, 2 threads,
+// 2 rounds). IQ4_XS keeps its zmm VBMI row there: 133-135 ns in L2
+// against the Zen 4 row's 157, and from DRAM (1 thread, 6 rounds)
+// 0.70-0.79 of the read against 0.64-0.76. Cached; PETREL_IQ_Z4=1 / 0
+// forces them on / off for both types (where the CPU has VBMI).
+enum { IQZ4_IQ4_XS = 1, IQZ4_IQ2_XXS = 2 };
+static int g_iq_z4 = -1; // -1: not decided yet
+static bool iq_prefer_z4(int type_bit)
 {
     int v = __atomic_load_n(&g_iq_z4, __ATOMIC_RELAXED);
     if (v < 0) {
-        v = pt_env_switch("PETREL_IQ_Z4");
-        if (v < 0) // 2: Zen 4, 3: a later AMD family (Zen 5), 0: neither
-            v = pt_cpu_vendor_id() != PT_CPU_AMD ? 0 : pt_cpu_family() == 0x19 ? 2 : pt_cpu_family() > 0x19 ? 3 : 0;
+        const int sw = pt_env_switch("PETREL_IQ_Z4");
+        const bool amd = pt_cpu_vendor_id() == PT_CPU_AMD;
+        if (sw >= 0)
+            v = sw ? IQZ4_IQ4_XS | IQZ4_IQ2_XXS : 0;
+        else if (amd && pt_cpu_family() == 0x19)
+            v = IQZ4_IQ4_XS | IQZ4_IQ2_XXS;
+        else if (amd && pt_cpu_family() > 0x19)
+            v = IQZ4_IQ2_XXS;
+        else
+            v = 0;
         if (!__builtin_cpu_supports("avx512vbmi"))
             v = 0;
         __atomic_store_n(&g_iq_z4, v, __ATOMIC_RELAXED);
     }
-    return v == 1 || v == 2 || (v == 3 && zen5_too);
+    return (v & type_bit) != 0;
 }
 
 // The AVX-512 IQ4_XS entries: on Zen 4 the rows for it above; on Intel
@@ -1087,7 +1096,7 @@ static bool iq_prefer_z4(bool zen5_too)
 // integer sums, so the same bits.
 TGT512 float pt_vdot_iq4_xs_avx512(const void *w, const void *xq, int64_t n)
 {
-    if (iq_prefer_z4(false))
+    if (iq_prefer_z4(IQZ4_IQ4_XS))
         return pt_vdot_iq4_xs_avx512z4(w, xq, n);
     if (!pt_kq_prefer_zmm())
         return pt_vdot_iq4_xs_avx512ymm(w, xq, n);
@@ -1510,7 +1519,7 @@ TGT512B float pt_vdot_iq2_xxs_avx512(const void *w, const void *xq, int64_t n)
 {
     assert(n % QK_K == 0);
     if (__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("gfni")) {
-        if (iq_prefer_z4(true) && __builtin_cpu_supports("avx512bitalg"))
+        if (iq_prefer_z4(IQZ4_IQ2_XXS) && __builtin_cpu_supports("avx512bitalg"))
             return iq2_xxs_z4(w, xq, n);
         return iq2_xxs_vbmi(w, xq, n);
     }

@@ -164,14 +164,8 @@ static size_t g_k_prefetch = 4096;
 
 __attribute__((constructor)) static void k_prefetch_init(void)
 {
-    const char *e = getenv("PETREL_K_PREFETCH");
-    if (e && *e) {
-        const long v = strtol(e, NULL, 10);
-        g_k_prefetch = v > 0 && v <= (1 << 20) ? (size_t)v & ~(size_t)63 : 0;
-        return;
-    }
     const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    g_k_prefetch = l2 >= 2L * 1024 * 1024 ? 2048 : 4096;
+    g_k_prefetch = (size_t)pt_env_prefetch("PETREL_K_PREFETCH", l2 >= 2L * 1024 * 1024 ? 2048 : 4096);
 }
 
 // Software prefetch of the `bytes` of weights at p (one hint per 64-byte line).
