@@ -131,6 +131,19 @@ TGT2I float hsum8_ps(__m256 a)
     return _mm_cvtss_f32(t);
 }
 
+// A K row's result from its accumulators: ggml's hsum_float_8 of acc,
+// plus (Q4_K's 4-lane min accumulator, with_am) am's sum in ggml's order
+// ((m0+m2)+(m1+m3)).
+TGT2I float k_row_sum(__m256 acc, __m128 am, bool with_am)
+{
+    float r = hsum8_ps(acc);
+    if (with_am) {
+        const __m128 t = _mm_add_ps(am, _mm_movehl_ps(am, am));
+        r += _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+    }
+    return r;
+}
+
 TGT2I int32_t hsum4_i32(__m128i a)
 {
     a = _mm_add_epi32(a, _mm_shuffle_epi32(a, 0x4E));
@@ -213,11 +226,7 @@ static inline void k_prefetch(const char *p, size_t bytes)
             summs = fmaf(dmin, (float)hsum4_i32(_mm256_castsi256_si128(sm_.ms)), summs);            \
         acc = _mm256_fmadd_ps(_mm256_set1_ps(MEMB ? dd_[0] : d), _mm256_cvtepi32_ps(sm_.is), acc);  \
     }                                                                                               \
-    float r_ = hsum8_ps(acc);                                                                       \
-    if (KIND == 2) {                                                                                \
-        __m128 t_ = _mm_add_ps(am, _mm_movehl_ps(am, am));                                          \
-        r_ += _mm_cvtss_f32(_mm_add_ss(t_, _mm_movehdup_ps(t_)));                                   \
-    }                                                                                               \
+    float r_ = k_row_sum(acc, am, KIND == 2);                                                       \
     if (KIND == 3)                                                                                  \
         r_ += summs;                                                                                \
     return r_;
@@ -263,12 +272,7 @@ static inline void k_prefetch(const char *p, size_t bytes)
         }                                                                                           \
     for (; i < nsb_; i++)                                                                           \
         K_Z_STEP(SUMS, KIND)                                                                        \
-    float r_ = hsum8_ps(acc);                                                                       \
-    if (KIND == 2) {                                                                                \
-        __m128 t_ = _mm_add_ps(am, _mm_movehl_ps(am, am));                                          \
-        r_ += _mm_cvtss_f32(_mm_add_ss(t_, _mm_movehdup_ps(t_)));                                   \
-    }                                                                                               \
-    return r_;
+    return k_row_sum(acc, am, KIND == 2);
 
 // Q4_K (contract in qt_k.c). Per 64-value chunk c: the low nibbles are
 // block 2c, the high ones block 2c + 1.
@@ -627,10 +631,8 @@ TGT5 void pt_vdot4_q4_k_avx512(const void *w, const void *xq, size_t ldx, int64_
             acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sm.is), acc[j]);
         }
     }
-    for (int j = 0; j < 4; j++) {
-        const __m128 t = _mm_add_ps(am[j], _mm_movehl_ps(am[j], am[j]));
-        out[j] = hsum8_ps(acc[j]) + _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-    }
+    for (int j = 0; j < 4; j++)
+        out[j] = k_row_sum(acc[j], am[j], true);
 }
 
 TGT5I sb_sums sums_q5_k_512(const pt_blk_q5_k *b, const block_q8_K *x)
@@ -921,12 +923,7 @@ TGT5I __m256i dot_sc_vl(__m256i acc, __m256i q, const int8_t *x, __m256i sc)
             am = _mm_fnmadd_ps(_mm_set1_ps(dd_[1]), _mm_cvtepi32_ps(_mm256_castsi256_si128(sm_.ms)), am); \
         acc = _mm256_fmadd_ps(_mm256_set1_ps(dd_[0]), _mm256_cvtepi32_ps(sm_.is), acc);             \
     }                                                                                               \
-    float r_ = hsum8_ps(acc);                                                                       \
-    if (KIND == 2) {                                                                                \
-        __m128 t_ = _mm_add_ps(am, _mm_movehl_ps(am, am));                                          \
-        r_ += _mm_cvtss_f32(_mm_add_ss(t_, _mm_movehdup_ps(t_)));                                   \
-    }                                                                                               \
-    return r_;
+    return k_row_sum(acc, am, KIND == 2);
 
 // k4_scales16's bytes (before the widening) in fewer uops (6 instead of
 // 9): with Z0, Z1, Z2 the three 32-bit words of the 12 scale bytes, the
@@ -1079,9 +1076,7 @@ static TGTG float vdot_q4_k_vl(const void *w, const void *xq, int64_t n)
         am = _mm_fnmadd_ps(_mm_permute_ps(dd, 0x55), _mm_cvtepi32_ps(_mm256_castsi256_si128(sm.ms)), am);
         acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(sm.is), acc);
     }
-    float r_ = hsum8_ps(acc);
-    __m128 t_ = _mm_add_ps(am, _mm_movehl_ps(am, am));
-    return r_ + _mm_cvtss_f32(_mm_add_ss(t_, _mm_movehdup_ps(t_)));
+    return k_row_sum(acc, am, true);
 #endif
 }
 
