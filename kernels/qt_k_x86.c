@@ -231,30 +231,43 @@ static inline void k_prefetch(const char *p, size_t bytes)
         r_ += summs;                                                                                \
     return r_;
 
-// The zmm rows' loop for the types with a min (KIND 1 Q2_K, 2 Q4_K; DMIN
-// is `dmin`, stored right after `d`): K_ROW_LOOP_M's arithmetic in fewer
-// instructions per super-block, which is what these rows are short of on
-// Zen 5 (docs/kernels.md, "Zen 5"): d_w and dmin_w converted together
-// from one 32-bit load and multiplied by x.d in one vmulps (each lane the
-// contract's rounded product), the min term by fnmadd (c - a * b, one
-// rounding: the same bits as fma(-a, b, c), the negation of a product
-// being exact), and the prefetch test out of the loop (one loop with the
-// prefetch, one without). In L2, 1 thread, bench_qt 64 rows, before /
-// after interleaved, 4 rounds (2026-12-07, Zen 5), ns per 7168-value row:
-// Q2_K 91-109 / 79-86, Q4_K 112-134 / 101-112.
-#define K_Z_STEP(SUMS, KIND)                                                                        \
+// The row loop of Q4_K (KIND 2) and Q2_K (KIND 1), whose d and dmin are
+// adjacent fp16: K_ROW_LOOP's f32 steps with both converted by one
+// vcvtph2ps and multiplied by x.d in one vmulps (lane 0: ggml's d = x.d *
+// d_w; lane 1: x.d * dmin_w, ggml's dmin negated, so the min term is an
+// fnmadd: c - a * b rounded once is c + (-a) * b, the same bits), and the
+// prefetch test out of the loop (one loop with the prefetch, one without).
+// MEMB 1 (the ymm rows): the two products go through memory (dd_), so
+// that the FMAs take them as broadcast operands ({1to8}: a load) instead
+// of two shuffle uops on the vector ports these loops are bound by; the
+// store is off the accumulator chain. Measured with the Q2_K change below
+// (Ice Lake, 1 thread, in L2, A/B in one binary, 3 runs): Q2_K 149 -> 141
+// ns per 7168-row. MEMB 0 (the zmm rows): broadcast from the register;
+// there this loop replaced K_ROW_LOOP_M's separate conversions, scalar
+// products and sign flip (11 instructions per super-block became 7): in
+// L2, 1 thread, bench_qt 64 rows, before / after interleaved, 4 rounds
+// (2026-12-07, Zen 5), ns per 7168-value row: Q2_K 91-109 / 79-86, Q4_K
+// 112-134 / 101-112.
+#define K_DM_STEP(SUMS, KIND, MEMB)                                                                 \
     {                                                                                               \
         const sb_sums sm_ = SUMS(&b[i], &x[i]);                                                     \
-        uint32_t dw_;                                                                               \
-        memcpy(&dw_, &b[i].d, 4);                                                                   \
-        const __m128 p_ = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dw_)), _mm_set1_ps(x[i].d)); \
+        const __m128 dw_ = _mm_cvtph_ps(_mm_cvtsi32_si128((int)ld32((const uint8_t *)&b[i].d)));     \
+        const __m128 p_ = _mm_mul_ps(_mm_set1_ps(x[i].d), dw_);                                     \
+        if (MEMB) {                                                                                 \
+            _mm_store_ps(dd_, p_);                                                                  \
+            /* dd_ escapes: each dd_[k] below is read back from memory */                           \
+            __asm__ volatile("" : : "r"(dd_) : "memory");                                           \
+        }                                                                                           \
         if (KIND == 1)                                                                              \
-            acc = _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(p_)), _mm256_cvtepi32_ps(sm_.ms), acc); \
+            acc = _mm256_fnmadd_ps(MEMB ? _mm256_set1_ps(dd_[1]) : _mm256_broadcastss_ps(_mm_movehdup_ps(p_)), \
+                                   _mm256_cvtepi32_ps(sm_.ms), acc);                                \
         if (KIND == 2)                                                                              \
-            am = _mm_fnmadd_ps(_mm_shuffle_ps(p_, p_, 0x55), _mm_cvtepi32_ps(_mm256_castsi256_si128(sm_.ms)), am); \
-        acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(p_), _mm256_cvtepi32_ps(sm_.is), acc);          \
+            am = _mm_fnmadd_ps(MEMB ? _mm_set1_ps(dd_[1]) : _mm_shuffle_ps(p_, p_, 0x55),           \
+                               _mm_cvtepi32_ps(_mm256_castsi256_si128(sm_.ms)), am);                \
+        acc = _mm256_fmadd_ps(MEMB ? _mm256_set1_ps(dd_[0]) : _mm256_broadcastss_ps(p_),            \
+                              _mm256_cvtepi32_ps(sm_.is), acc);                                     \
     }
-#define K_ROW_LOOP_Z(BLK, SUMS, KIND)                                                               \
+#define K_ROW_LOOP_DM(BLK, SUMS, KIND, MEMB)                                                        \
     assert(n % QK_K == 0);                                                                          \
     _Static_assert(offsetof(BLK, dmin) == offsetof(BLK, d) + 2, "d, dmin adjacent");                \
     _Static_assert(KIND == 1 || KIND == 2, "the types with a min");                                 \
@@ -262,16 +275,17 @@ static inline void k_prefetch(const char *p, size_t bytes)
     const block_q8_K *x = xq;                                                                       \
     __m256 acc = _mm256_setzero_ps();                                                               \
     __m128 am = _mm_setzero_ps();                                                                   \
+    _Alignas(16) float dd_[4];                                                                      \
     const size_t pf_ = K_PREFETCH;                                                                  \
     const int64_t nsb_ = n / QK_K;                                                                  \
     int64_t i = 0;                                                                                  \
     if (pf_)                                                                                        \
         for (; i < nsb_; i++) {                                                                     \
             k_prefetch((const char *)&b[i] + pf_, sizeof(BLK));                                     \
-            K_Z_STEP(SUMS, KIND)                                                                    \
+            K_DM_STEP(SUMS, KIND, MEMB)                                                             \
         }                                                                                           \
     for (; i < nsb_; i++)                                                                           \
-        K_Z_STEP(SUMS, KIND)                                                                        \
+        K_DM_STEP(SUMS, KIND, MEMB)                                                                 \
     return k_row_sum(acc, am, KIND == 2);
 
 // Q4_K (contract in qt_k.c). Per 64-value chunk c: the low nibbles are
@@ -603,7 +617,7 @@ TGT5I sb_sums sums_q4_k_512(const pt_blk_q4_k *b, const block_q8_K *x)
 
 TGT5 float pt_vdot_q4_k_avx512zmm(const void *w, const void *xq, int64_t n)
 {
-    K_ROW_LOOP_Z(pt_blk_q4_k, sums_q4_k_512, 2)
+    K_ROW_LOOP_DM(pt_blk_q4_k, sums_q4_k_512, 2, 0)
 }
 
 // One Q4_K row times 4 activation rows (xq + j * ldx): each output is
@@ -721,7 +735,7 @@ TGT5I sb_sums sums_q2_k_512(const pt_blk_q2_k *b, const block_q8_K *x)
 
 TGT5 float pt_vdot_q2_k_avx512zmm(const void *w, const void *xq, int64_t n)
 {
-    K_ROW_LOOP_Z(pt_blk_q2_k, sums_q2_k_512, 1)
+    K_ROW_LOOP_DM(pt_blk_q2_k, sums_q2_k_512, 1, 0)
 }
 
 // One Q2_K row times 4 activation rows (see pt_vdot4_q4_k_avx512).
@@ -891,39 +905,6 @@ TGT5I __m256i dot_sc_vl(__m256i acc, __m256i q, const int8_t *x, __m256i sc)
     return _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)x)), sc);
 }
 
-// The row loop of Q4_K (KIND 2) and Q2_K (KIND 1), whose d and dmin are
-// adjacent fp16: K_ROW_LOOP's f32 steps with both converted by one
-// vcvtph2ps and multiplied by x.d in one vmulps (lane 0: ggml's d = x.d *
-// d_w; lane 1: x.d * dmin_w, ggml's dmin negated, so the min term is an
-// fnmadd: c - a * b rounded once is c + (-a) * b, the same bits). The two
-// products go through memory (dd_), so that the FMAs take them as
-// broadcast operands ({1to8}: a load) instead of two shuffle uops on the
-// vector ports these loops are bound by; the store is off the accumulator
-// chain. Measured with the Q2_K change below (Ice Lake, 1 thread, in L2,
-// A/B in one binary, 3 runs): Q2_K 149 -> 141 ns per 7168-row.
-#define K_ROW_LOOP_DM(BLK, SUMS, KIND)                                                              \
-    assert(n % QK_K == 0);                                                                          \
-    _Static_assert(offsetof(BLK, dmin) == offsetof(BLK, d) + 2, "d, dmin adjacent");                \
-    const BLK *b = w;                                                                               \
-    const block_q8_K *x = xq;                                                                       \
-    __m256 acc = _mm256_setzero_ps();                                                               \
-    __m128 am = _mm_setzero_ps();                                                                   \
-    _Alignas(16) float dd_[4];                                                                      \
-    for (int64_t i = 0; i < n / QK_K; i++) {                                                        \
-        if (K_PREFETCH)                                                                             \
-            k_prefetch((const char *)&b[i] + K_PREFETCH, sizeof(BLK));                             \
-        const sb_sums sm_ = SUMS(&b[i], &x[i]);                                                     \
-        const __m128 dw_ = _mm_cvtph_ps(_mm_cvtsi32_si128((int)ld32((const uint8_t *)&b[i].d)));     \
-        _mm_store_ps(dd_, _mm_mul_ps(_mm_set1_ps(x[i].d), dw_));                                    \
-        /* dd_ escapes: each dd_[k] below is read back from memory */                               \
-        __asm__ volatile("" : : "r"(dd_) : "memory");                                               \
-        if (KIND == 1)                                                                              \
-            acc = _mm256_fnmadd_ps(_mm256_set1_ps(dd_[1]), _mm256_cvtepi32_ps(sm_.ms), acc);        \
-        if (KIND == 2)                                                                              \
-            am = _mm_fnmadd_ps(_mm_set1_ps(dd_[1]), _mm_cvtepi32_ps(_mm256_castsi256_si128(sm_.ms)), am); \
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dd_[0]), _mm256_cvtepi32_ps(sm_.is), acc);             \
-    }                                                                                               \
-    return k_row_sum(acc, am, KIND == 2);
 
 // k4_scales16's bytes (before the widening) in fewer uops (6 instead of
 // 9): with Z0, Z1, Z2 the three 32-bit words of the 12 scale bytes, the
@@ -1036,7 +1017,7 @@ TGTGI sb_sums sums_q4_k_vl(const pt_blk_q4_k *b, const block_q8_K *x)
 static TGTG float vdot_q4_k_vl(const void *w, const void *xq, int64_t n)
 {
 #if !Q4_PAIR
-    K_ROW_LOOP_DM(pt_blk_q4_k, sums_q4_k_vl, 2)
+    K_ROW_LOOP_DM(pt_blk_q4_k, sums_q4_k_vl, 2, 1)
 #else
     assert(n % QK_K == 0);
     const pt_blk_q4_k *b = w;
@@ -1143,7 +1124,7 @@ TGTVI sb_sums sums_q2_k_vl(const pt_blk_q2_k *b, const block_q8_K *x)
 
 static TGTV float vdot_q2_k_vl(const void *w, const void *xq, int64_t n)
 {
-    K_ROW_LOOP_DM(pt_blk_q2_k, sums_q2_k_vl, 1)
+    K_ROW_LOOP_DM(pt_blk_q2_k, sums_q2_k_vl, 1, 1)
 }
 
 // Q6_K (as sums_q6_k_avx2): the high nibbles and the qh bit pairs moved
