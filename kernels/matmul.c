@@ -192,6 +192,39 @@ static void gtile(pt_vdot_fn vdot, pt_vdot4_fn vdot4, const uint8_t *w, size_t r
     }
 }
 
+// One product's tiles (gemm_parts): tile i of nt0 + nt1 row tiles (of the
+// first part, then the second) x nvt vector tiles.
+typedef struct tile_job {
+    const gemm_part *p;
+    int64_t nt0, nvt, rt, vt, batch;
+    pt_dtype type;
+    int64_t cols;
+    const pt_kern *k;
+    const pt_q8act *act; // Q4_0 / Q8_0: the quantised vectors; else NULL
+    pt_vdot_fn vdot;     // generic block types (gact: their quantised vectors)
+    pt_vdot4_fn vdot4;
+    const char *gact;
+    size_t arb;
+    const float *X;      // float types
+} tile_job;
+
+static void run_tile(const tile_job *j, int64_t i)
+{
+    const int64_t t = i / j->nvt, v = (i % j->nvt) * j->vt;
+    const gemm_part *q = &j->p[t < j->nt0 ? 0 : 1];
+    const int64_t r = (t < j->nt0 ? t : t - j->nt0) * j->rt, n = q->r1 - q->r0;
+    const int64_t nr = n - r < j->rt ? n - r : j->rt;
+    const int64_t nv = j->batch - v < j->vt ? j->batch - v : j->vt;
+    const uint8_t *w = (const uint8_t *)q->W->data + (size_t)(q->r0 + r) * q->rb;
+    float *y = q->Y + v * q->ldy + r;
+    if (j->act)
+        j->k->qtile(j->type, w, q->rb, nr, j->act, v, nv, y, q->ldy);
+    else if (j->vdot)
+        gtile(j->vdot, j->vdot4, w, q->rb, nr, j->cols, j->gact + (size_t)v * j->arb, j->arb, nv, y, q->ldy);
+    else
+        j->k->ftile(j->type, w, q->rb, nr, j->cols, j->X + v * j->cols, j->cols, nv, y, q->ldy);
+}
+
 // The one implementation behind every product: the parts share the input X
 // (batch, cols) and the weight type, so the input is quantised once (Q8_0
 // activations for block types) and the tiles of all parts are handed out
@@ -212,6 +245,13 @@ static void gemm_parts(const gemm_part *p, int np, const float *X, int64_t batch
     if (nrows == 0 || batch == 0)
         return;
     const pt_kern *k = pt_kern_current();
+    // Inside a parallel region (an expert computed whole by one thread of a
+    // team, a head's absorption product) the product runs on the calling
+    // thread, and no OpenMP construct is entered at all: a nested region,
+    // even of one thread, costs a team set-up each time (libgomp allocates
+    // one), which for decode's small products was most of their time.
+    const bool nested = omp_in_parallel();
+    const bool par_act = !nested && batch > 1 && batch * cols >= SERIAL_WORK;
     // Q4_0 / Q8_0 take the tuned kern_* tiles; every other block type goes
     // through its qtypes.h row (activations in ggml's block layout, one
     // vdot per row and vector); float types through ftile.
@@ -230,9 +270,14 @@ static void gemm_parts(const gemm_part *p, int np, const float *X, int64_t batch
         assert(vdot && aq && cols % qt->blck == 0);
         arb = pt_act_row_bytes(qt->act, cols);
         char *s = scratch((size_t)batch * arb + 64);
-#pragma omp parallel for schedule(static) if (batch > 1 && batch * cols >= SERIAL_WORK)
-        for (int64_t v = 0; v < batch; v++)
-            aq(X + v * cols, s + (size_t)v * arb, cols);
+        if (par_act) {
+#pragma omp parallel for schedule(static)
+            for (int64_t v = 0; v < batch; v++)
+                aq(X + v * cols, s + (size_t)v * arb, cols);
+        } else {
+            for (int64_t v = 0; v < batch; v++)
+                aq(X + v * cols, s + (size_t)v * arb, cols);
+        }
         gact = s;
     }
 
@@ -251,9 +296,14 @@ static void gemm_parts(const gemm_part *p, int np, const float *X, int64_t batch
         int8_t *qs = (int8_t *)s;
         float *d = (float *)(s + qbytes);
         int32_t *s8 = (int32_t *)(s + qbytes + dbytes);
-#pragma omp parallel for schedule(static) if (batch > 1 && batch * cols >= SERIAL_WORK)
-        for (int64_t v = 0; v < batch; v++)
-            k->quant_act(X + v * cols, nb, paired, qs + v * nb * QK, d + v * nb, s8 + v * nb);
+        if (par_act) {
+#pragma omp parallel for schedule(static)
+            for (int64_t v = 0; v < batch; v++)
+                k->quant_act(X + v * cols, nb, paired, qs + v * nb * QK, d + v * nb, s8 + v * nb);
+        } else {
+            for (int64_t v = 0; v < batch; v++)
+                k->quant_act(X + v * cols, nb, paired, qs + v * nb * QK, d + v * nb, s8 + v * nb);
+        }
         act = (pt_q8act){.qs = qs, .d = d, .s8 = s8, .nb = nb};
         if (tiles)
             k->tile_act(type, &act, batch, s + toff); // sets act.tq / act.tq_d
@@ -262,7 +312,7 @@ static void gemm_parts(const gemm_part *p, int np, const float *X, int64_t batch
     // Tiles: row chunks x vector chunks, handed out dynamically. Every
     // output element is computed by exactly one kernel call, whose result
     // does not depend on the tile it belongs to (kern_internal.h).
-    const bool serial = (double)nrows * (double)cols * (double)batch < SERIAL_WORK;
+    const bool serial = nested || (double)nrows * (double)cols * (double)batch < SERIAL_WORK;
     const int nth = serial ? 1 : omp_get_max_threads();
     int64_t rt, vt;
     if (batch == 1) {
@@ -289,21 +339,15 @@ static void gemm_parts(const gemm_part *p, int np, const float *X, int64_t batch
     for (int j = 0; j < np; j++)
         nrt[j] = (p[j].r1 - p[j].r0 + rt - 1) / rt;
     const int64_t nvt = (batch + vt - 1) / vt;
-#pragma omp parallel for schedule(PT_SCHED) num_threads(nth) if (nth > 1)
-    for (int64_t i = 0; i < (nrt[0] + nrt[1]) * nvt; i++) {
-        const int64_t t = i / nvt, v = (i % nvt) * vt;
-        const gemm_part *q = &p[t < nrt[0] ? 0 : 1];
-        const int64_t r = (t < nrt[0] ? t : t - nrt[0]) * rt, n = q->r1 - q->r0;
-        const int64_t nr = n - r < rt ? n - r : rt;
-        const int64_t nv = batch - v < vt ? batch - v : vt;
-        const uint8_t *w = (const uint8_t *)q->W->data + (size_t)(q->r0 + r) * q->rb;
-        float *y = q->Y + v * q->ldy + r;
-        if (quant)
-            k->qtile(type, w, q->rb, nr, &act, v, nv, y, q->ldy);
-        else if (generic)
-            gtile(vdot, vdot4, w, q->rb, nr, cols, gact + (size_t)v * arb, arb, nv, y, q->ldy);
-        else
-            k->ftile(type, w, q->rb, nr, cols, X + v * cols, cols, nv, y, q->ldy);
+    const tile_job job = {p, nrt[0], nvt, rt, vt, batch, type, cols, k, quant ? &act : NULL, vdot, vdot4, gact, arb, X};
+    const int64_t ntiles = (nrt[0] + nrt[1]) * nvt;
+    if (nth > 1) {
+#pragma omp parallel for schedule(PT_SCHED) num_threads(nth)
+        for (int64_t i = 0; i < ntiles; i++)
+            run_tile(&job, i);
+    } else {
+        for (int64_t i = 0; i < ntiles; i++)
+            run_tile(&job, i);
     }
 }
 
