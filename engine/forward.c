@@ -94,16 +94,16 @@ static void attention(petrel_context *c, int il, int B)
     double tp = pt_now();
 
     if (hp->q_lora_rank > 0) {
-        pt_gemm(&L->q_a, s->xn, B, s->qa);
+        // q_a and kv_a read the same input: one quantisation, one region
+        pt_gemm_pair(&L->q_a, &L->kv_a, s->xn, B, s->qa, s->kva);
         for (int b = 0; b < B; b++) {
             float *r = s->qa + (size_t)b * hp->q_lora_rank;
             pt_rmsnorm(r, r, L->q_a_norm, hp->q_lora_rank, hp->rms_eps);
         }
         pt_gemm(&L->q_b, s->qa, B, s->q);
     } else {
-        pt_gemm(&L->q, s->xn, B, s->q);
+        pt_gemm_pair(&L->q, &L->kv_a, s->xn, B, s->q, s->kva);
     }
-    pt_gemm(&L->kv_a, s->xn, B, s->kva);
     const bool sparse = dsa_select(c, il, B);
 
     // (In a multi-context step each row writes and reads its own context's cache.)
