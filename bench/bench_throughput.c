@@ -70,11 +70,12 @@ static int run_pp(petrel_context *c, int n)
     petrel_stats s;
     petrel_get_stats(c, &s);
     printf("PP tokens=%d tok_s=%.3f seconds=%.3f n_batch=%u chunk=%llu chunks=%llu experts_per_chunk=%.1f "
-           "tokens_per_expert_visit=%.2f bytes_read=%llu routed_s=%.2f attn_s=%.2f attn_proj_s=%.2f io_wait_s=%.2f\n",
+           "tokens_per_expert_visit=%.2f bytes_read=%llu routed_s=%.2f attn_s=%.2f attn_proj_s=%.2f io_wait_s=%.2f ahead_reads=%llu\n",
            n, n / dt, dt, petrel_context_n_batch(c), (unsigned long long)s.prefill_chunk_max, (unsigned long long)s.prefill_chunks,
            s.prefill_chunks ? (double)s.prefill_expert_visits / (double)s.prefill_chunks : 0.0,
            s.prefill_expert_visits ? (double)s.prefill_expert_rows / (double)s.prefill_expert_visits : 0.0,
-           (unsigned long long)s.bytes_read, s.t_routed_s, s.t_attn_s, s.t_attn_proj_s, s.t_io_wait_s);
+           (unsigned long long)s.bytes_read, s.t_routed_s, s.t_attn_s, s.t_attn_proj_s, s.t_io_wait_s,
+           (unsigned long long)s.prefill_ahead_reads);
     fflush(stdout);
     free(t);
     petrel_kv_truncate(c, 0);

@@ -799,7 +799,7 @@ int pt_ecache_request(pt_ecache *c, int il, int e, int kind, pt_err *err)
             else
                 L->st.misses++;
         }
-        if (kind != PT_EC_PREFETCH) {
+        if (kind != PT_EC_PREFETCH && kind != PT_EC_AHEAD) {
             s->prefetched = false;
             s->last_use = ++c->clock;
         }
@@ -816,8 +816,8 @@ int pt_ecache_request(pt_ecache *c, int il, int e, int kind, pt_err *err)
         return -1;
     slot *s = &L->slots[si];
     s->last_use = ++c->clock;
-    s->prefetched = kind == PT_EC_PREFETCH;
-    if (kind == PT_EC_PREFETCH)
+    s->prefetched = kind == PT_EC_PREFETCH || kind == PT_EC_AHEAD;
+    if (s->prefetched)
         L->st.prefetch_reads++;
     return PT_EC_LOADING;
 }

@@ -106,7 +106,7 @@ enum {
     PT_EC_LOADING = 1, // its read is in flight
     PT_EC_NOROOM = 2,  // absent, and no slot can be freed now
 };
-enum { PT_EC_DEMAND = 0, PT_EC_PREFETCH = 1, PT_EC_RETRY = 2 };
+enum { PT_EC_DEMAND = 0, PT_EC_PREFETCH = 1, PT_EC_RETRY = 2, PT_EC_AHEAD = 4 };
 enum { PT_EC_SKIPPED = 3 }; // pt_ecache_prefetch: not worth reading
 
 // Prefetch confidence (pt_ecache_prefetch): margins are binned from
@@ -145,8 +145,11 @@ void pt_ecache_free(pt_ecache *c);
 // be had. kind: PT_EC_DEMAND counts the use in the statistics (once per
 // distinct expert and batch), PT_EC_RETRY repeats a NOROOM demand without
 // counting it again, PT_EC_PREFETCH starts a speculative read (it only
-// evicts within the layer and never counts a use). Returns PT_EC_READY /
-// LOADING / NOROOM, or -1 + err when a read cannot be queued.
+// evicts within the layer and never counts a use), PT_EC_AHEAD a prefill's
+// read-ahead of the next layer (as PT_EC_PREFETCH, but its slot may come
+// from another layer, as a demand's: a cold prefill's next layer holds few
+// or no slots of its own). Returns PT_EC_READY / LOADING / NOROOM, or -1 +
+// err when a read cannot be queued.
 int pt_ecache_request(pt_ecache *c, int il, int e, int kind, pt_err *err);
 // The lookahead prefetch with a confidence cut: records expert e as
 // predicted for layer il's next step with the router's margin (its

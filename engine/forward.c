@@ -234,6 +234,8 @@ int pt_forward_block(petrel_context *c, int il, int B)
             return -1;
     } else {
         pt_stream_prefetch_next(c, il, B); // lookahead reads for a MoE block that follows (engine/stream.h)
+        if (B > 1)
+            pt_stream_read_ahead(c, il, B); // (a prefill chunk's: the same, engine/stream.h)
         const double t0 = pt_now();
         pt_ffn(c, &L->ffn_gate, &L->ffn_up, &L->ffn_down, s->xn, B, s->tmp);
         c->prof.dense += pt_now() - t0;

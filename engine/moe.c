@@ -566,6 +566,16 @@ int pt_moe(petrel_context *c, int il, int B)
         }
     if (rcode == 0)
         pt_stream_prefetch_next(c, il, B);
+    if (rcode == 0 && B > 1) {
+        // a prefill chunk (engine/stream.h): the next block's reads queue
+        // behind this block's, unless this block still waits for room (it
+        // comes first)
+        bool deferred = false;
+        for (int i = 0; i < nu; i++)
+            deferred |= st->ustate[i] == U_DEFERRED;
+        if (!deferred)
+            pt_stream_read_ahead(c, il, B);
+    }
 
     // Shared experts compute while the reads are in flight.
     tp = pt_now();

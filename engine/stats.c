@@ -75,11 +75,12 @@ void petrel_print_stats(const petrel_context *c, void *file)
     pt_spec_print_stats(&s, f); // engine/spec_stats.c
     if (s.prefill_chunks)
         fprintf(f, "prefill: chunk size %u (%s), %llu chunks (largest %llu tokens), %.1f experts visited per chunk, "
-                   "%.2f tokens per expert visit\n",
+                   "%.2f tokens per expert visit, %llu experts read ahead\n",
                 c->n_batch, c->n_batch_auto ? "from the RAM budget" : "given",
                 (unsigned long long)s.prefill_chunks, (unsigned long long)s.prefill_chunk_max,
                 (double)s.prefill_expert_visits / (double)s.prefill_chunks,
-                s.prefill_expert_visits ? (double)s.prefill_expert_rows / (double)s.prefill_expert_visits : 0.0);
+                s.prefill_expert_visits ? (double)s.prefill_expert_rows / (double)s.prefill_expert_visits : 0.0,
+                (unsigned long long)s.prefill_ahead_reads);
     fprintf(f, "compute: attention products %.2fs, attention %.2fs, router %.2fs, shared experts %.2fs, routed "
                "experts %.2fs, combine %.2fs, dense FFN %.2fs, head %.2fs\n",
             s.t_attn_proj_s, s.t_attn_s, s.t_router_s, s.t_shared_s, s.t_routed_s, s.t_combine_s, s.t_dense_s,

@@ -89,6 +89,13 @@ int pt_stream_check_trunk(const petrel_model *m, pt_err *err);
 // predicts the experts of blocks il+1 .. il+prefetch_depth and starts reads
 // for the absent ones, nearest block first.
 void pt_stream_prefetch_next(petrel_context *c, int il, int B);
+// Prefill read-ahead: for a prefill chunk (more rows than the lookahead
+// predicts for), after block il's own experts are requested, the experts
+// that the next MoE block's router would choose for the chunk's rows now
+// (block il+1's gate on the residual stream after il's attention), most
+// chosen first, are read as PT_EC_AHEAD while il computes, as far as the
+// budget has slots that nothing in use holds. Placement only.
+void pt_stream_read_ahead(petrel_context *c, int il, int B);
 // Records recall of block il's prediction against its actual experts.
 void pt_stream_note_actual(petrel_context *c, int il, const int32_t *uniq, int nu);
 

@@ -229,6 +229,8 @@ typedef struct petrel_stats {
     uint64_t prefill_expert_visits;// distinct experts computed over them, every MoE block
     uint64_t prefill_expert_rows;  // token rows computed by those visits:
                                    // tokens per expert visit = rows / visits
+    uint64_t prefill_ahead_reads;  // experts of the next block read ahead during them
+                                   // (engine/stream.h: pt_stream_read_ahead)
     // Compute time by part of the forward pass (all calls; seconds).
     double t_attn_proj_s;          // attention's matrix products (q, kv, absorption, v, o)
     double t_attn_s;               // attention over the cached latents (scores, softmax, sums)

@@ -3,7 +3,8 @@
 // combination of cache budget (one expert per layer .. everything, slot and
 // byte budgets), hot-store on/off, lookahead prefetch on/off and I/O backend
 // (io_uring, pread pool, buffered), on tiny-dsv3 and on the "small"
-// synthetic model; incremental decode and whole batches. Also: injected
+// synthetic model; incremental decode and whole batches (whose next block's
+// experts are read ahead with the prefetch on). Also: injected
 // transient read faults leave the logits unchanged, persistent ones fail the
 // decode with a message naming layer, expert, file and offset; the
 // statistics add up; the usage file feeds the hot-store.
@@ -155,6 +156,13 @@ static void check_grid(const char *path, int n, const uint64_t *caches, int n_ca
                         cr_assert(st.prefetch_actual > 0 && st.prefetch_correct <= st.prefetch_actual);
                     else
                         cr_assert_eq(st.prefetch_reads, 0);
+                    // the first half is one batch of > 4 rows: the next
+                    // block's experts are read ahead (prefetch on only)
+                    if (pf && !hot)
+                        cr_assert(st.prefill_ahead_reads > 0, "no read-ahead (slots %d cache %llu)", k.slots,
+                                  (unsigned long long)k.cache);
+                    else if (!pf)
+                        cr_assert_eq(st.prefill_ahead_reads, 0);
                     cr_assert_eq(st.expert_hits, st.expert_hits_lru + st.expert_hits_hot + st.expert_hits_prefetch);
                     free(got);
                     runs++;
