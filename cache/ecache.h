@@ -106,7 +106,7 @@ enum {
     PT_EC_LOADING = 1, // its read is in flight
     PT_EC_NOROOM = 2,  // absent, and no slot can be freed now
 };
-enum { PT_EC_DEMAND = 0, PT_EC_PREFETCH = 1, PT_EC_RETRY = 2, PT_EC_AHEAD = 4 };
+enum { PT_EC_DEMAND = 0, PT_EC_PREFETCH = 1, PT_EC_RETRY = 2, PT_EC_AHEAD = 4 }; // (3: a result)
 enum { PT_EC_SKIPPED = 3 }; // pt_ecache_prefetch: not worth reading
 
 // Prefetch confidence (pt_ecache_prefetch): margins are binned from

@@ -90,7 +90,8 @@ int pt_stream_check_trunk(const petrel_model *m, pt_err *err);
 // for the absent ones, nearest block first.
 void pt_stream_prefetch_next(petrel_context *c, int il, int B);
 // Prefill read-ahead: for a prefill chunk (more rows than the lookahead
-// predicts for), after block il's own experts are requested, the experts
+// predicts for, at least 2 x n_expert / n_used of them: the chunk uses most
+// of a block's experts), after block il's own experts are requested, the experts
 // that the next MoE block's router would choose for the chunk's rows now
 // (block il+1's gate on the residual stream after il's attention), most
 // chosen first, are read as PT_EC_AHEAD while il computes, as far as the
