@@ -75,17 +75,6 @@ static void trace_scores(petrel_context *c, int nx, int b, const float *sel, int
     fputc('\n', f);
 }
 
-// Predicts block nx's experts from the residual stream s->x (normed with
-// nx's ffn_norm) into st->pids (the union in pred), and offers the cache
-// (pt_ecache_prefetch) each token's `top` best-scored predictions with the
-// router's margin, the most confident first (an expert predicted for
-// several tokens of the batch with its highest margin); the cache reads
-// those whose estimated chance of use clears its bar (the confidence cut:
-// a prediction near the router's decision boundary is used less than half
-// the time on the trained model, one far above it four times in five), at
-// most the block's share of slots, so that predictions do not evict each
-// other. Reading a misprediction costs disk time (the bottleneck when
-// streaming) and evicts an expert that may be used.
 // Block nx's router logits for the B rows of the residual stream s->x
 // (normed with nx's ffn_norm) -> st->plogits; returns nx's router settings.
 static pt_router_cfg gate_logits(petrel_context *c, int nx, int B)
@@ -104,6 +93,17 @@ static pt_router_cfg gate_logits(petrel_context *c, int nx, int B)
     };
 }
 
+// Predicts block nx's experts from the residual stream s->x (normed with
+// nx's ffn_norm) into st->pids (the union in pred), and offers the cache
+// (pt_ecache_prefetch) each token's `top` best-scored predictions with the
+// router's margin, the most confident first (an expert predicted for
+// several tokens of the batch with its highest margin); the cache reads
+// those whose estimated chance of use clears its bar (the confidence cut:
+// a prediction near the router's decision boundary is used less than half
+// the time on the trained model, one far above it four times in five), at
+// most the block's share of slots, so that predictions do not evict each
+// other. Reading a misprediction costs disk time (the bottleneck when
+// streaming) and evicts an expert that may be used.
 static void predict_block(petrel_context *c, int nx, int B, uint8_t *pred, int top)
 {
     pt_stream *st = c->stream;
