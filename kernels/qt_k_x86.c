@@ -905,7 +905,6 @@ TGT5I __m256i dot_sc_vl(__m256i acc, __m256i q, const int8_t *x, __m256i sc)
     return _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)x)), sc);
 }
 
-
 // k4_scales16's bytes (before the widening) in fewer uops (6 instead of
 // 9): with Z0, Z1, Z2 the three 32-bit words of the 12 scale bytes, the
 // results are the words

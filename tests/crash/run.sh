@@ -57,7 +57,7 @@ FIX=tests/fixtures/tiny-dsv3
 export OMP_WAIT_POLICY=passive
 echo "crash: seed=$SEED kills_per_case=$KILLS work=$WORK"
 
-failures=0 total_kills=0 summary=""
+failures=0 total_kills=0 summary="" first_ms=0
 fail() { echo "FAIL [$case i=$i delay=${delay_ms}ms]: $*"; failures=$((failures + 1)); }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # delay_ms = a seeded draw in [lo, hi) milliseconds.
@@ -75,6 +75,21 @@ run_killed() {
     return 0
 }
 count_tmp() { find "$1" -name '*.tmp.*' | wc -l; }
+# first_save FILE CMD...: runs the writer CMD (its output to $out) until it
+# prints its first "saved" line (or exits), kills it, removes FILE and its
+# temp files; sets first_ms to how long that took (the writer's start-up
+# and one save: the kill windows below are drawn from it).
+first_save() {
+    local f=$1 t0 pid
+    shift
+    t0=$(now_ms)
+    "$@" >"$out" 2>&1 &
+    pid=$!
+    while ! grep -q '^saved' "$out" 2>/dev/null && kill -0 $pid 2>/dev/null; do sleep 0.01; done
+    first_ms=$(($(now_ms) - t0))
+    kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+    rm -f "$f" "$f".tmp.*
+}
 
 # ---- convert -----------------------------------------------------------------
 case_convert() {
@@ -119,19 +134,13 @@ case_convert() {
 # ---- state -------------------------------------------------------------------
 # n_prev: the state the file held before this writer started ("" = none).
 case_state() {
-    local d=$WORK/state model=$1 kills=0 inw=0 n_prev="" n1 n2 got t0 t1 span
+    local d=$WORK/state model=$1 kills=0 inw=0 n_prev="" n1 n2 got span
     mkdir -p "$d"
     local p=$d/ctx.pkv
     out=$d/probe
-    t0=$(now_ms)
-    "$HELPER" state-writer$WSUF "$model" "$p" >"$out" 2>&1 &
-    local pid=$!
-    while ! grep -q '^saved' "$out" 2>/dev/null && kill -0 $pid 2>/dev/null; do sleep 0.01; done
-    t1=$(now_ms)
-    kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
-    rm -f "$p" "$p".tmp.*
-    span=$(((t1 - t0) * 4 + 20)) # startup, then many saves
-    echo "state: first save after $((t1 - t0)) ms; kills drawn in [0, $span) ms"
+    first_save "$p" "$HELPER" state-writer$WSUF "$model" "$p"
+    span=$((first_ms * 4 + 20)) # startup, then many saves
+    echo "state: first save after $first_ms ms; kills drawn in [0, $span) ms"
     for ((i = 0; i < KILLS; )); do
         out=$d/log
         draw 0 "$span"
@@ -184,22 +193,16 @@ case_state() {
 
 # ---- usage -------------------------------------------------------------------
 case_usage() {
-    local d=$WORK/usage kills=0 inw=0 k=0 k1 k2 got t0 t1 span
+    local d=$WORK/usage kills=0 inw=0 k=0 k1 k2 got span
     mkdir -p "$d"
     local p=$d/model.gguf.usage
     # The window follows the writer's own start-up, measured here: a fixed
     # 60 ms once ended before an ASan-built writer's first save on a loaded
     # CI machine, and no kill landed in a write.
     out=$d/probe
-    t0=$(now_ms)
-    "$HELPER" usage-writer$WSUF "$p" >"$out" 2>&1 &
-    local pid=$!
-    while ! grep -q '^saved' "$out" 2>/dev/null && kill -0 $pid 2>/dev/null; do sleep 0.01; done
-    t1=$(now_ms)
-    kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
-    rm -f "$p" "$p".tmp.*
-    span=$(((t1 - t0) * 3 + 20)) # startup, then saves
-    echo "usage: first save after $((t1 - t0)) ms; kills drawn in [0, $span) ms"
+    first_save "$p" "$HELPER" usage-writer$WSUF "$p"
+    span=$((first_ms * 3 + 20)) # startup, then saves
+    echo "usage: first save after $first_ms ms; kills drawn in [0, $span) ms"
     for ((i = 0; i < KILLS; )); do
         out=$d/log
         draw 0 "$span"
